@@ -132,7 +132,7 @@ type archSpec struct {
 	// kvHeads and headDim are the config class's num_key_value_heads and
 	// head_dim where the file leaves the key out (0, or an explicit null:
 	// num_attention_heads and hidden_size/num_attention_heads, but for
-	// a headDimRead class's head_dim and a kvNoneKept class's heads, refused).
+	// a headDimRead class's head_dim and a kvNoNone class's heads, refused).
 	kvHeads, headDim int
 	// eos is the config class's eos_token_id where the file leaves the key
 	// out (an explicit null is none): Llama's, Mistral's and Mixtral's 2,
@@ -144,9 +144,11 @@ type archSpec struct {
 	// where the file leaves the key out: Qwen3MoeConfig's 128, 8 and 768,
 	// MixtralConfig's 8 and 2 (its experts are intermediate_size wide).
 	experts, topK, moeInter int
-	// kvNoneKept: the config class keeps a None num_key_value_heads
-	// (Qwen3MoeConfig fills none in), which the attention divides by.
-	kvNoneKept bool
+	// kvNoNone: the config class types num_key_value_heads without None
+	// (Mistral's, Mixtral's and Qwen3-MoE's int field), which transformers
+	// 5 refuses a None for as the config is made, whatever the class would
+	// fill in after.
+	kvNoNone bool
 	// headDimRead: the attention reads head_dim as getattr(config,
 	// "head_dim", hidden_size // num_attention_heads), which takes a None
 	// as given (the Qwen classes), not as left out.
@@ -161,11 +163,11 @@ type archSpec struct {
 
 var archs = map[string]archSpec{
 	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama", eos: []int32{2}, maxPos: 2048, sizes: classSizes{32000, 4096, 11008, 32, 32}},
-	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, eos: []int32{2}, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
-	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, eos: []int32{2}, experts: 8, topK: 2, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
+	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, kvNoNone: true, eos: []int32{2}, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
+	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, kvNoNone: true, eos: []int32{2}, experts: 8, topK: 2, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
 	"Qwen2ForCausalLM":    {qkvBias: true, headDimRead: true, modelType: "qwen2", kvHeads: 32, window: 4096, windowLayers: 28, maxPos: 32768, sizes: classSizes{151936, 4096, 22016, 32, 32}},
 	"Qwen3ForCausalLM":    {qkNorm: true, headDimRead: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128, window: 4096, windowLayers: 28, maxPos: 32768, sizes: classSizes{151936, 4096, 22016, 32, 32}},
-	"Qwen3MoeForCausalLM": {qkNorm: true, headDimRead: true, kvNoneKept: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowAll: true, experts: 128, topK: 8, moeInter: 768, maxPos: 32768, sizes: classSizes{151936, 2048, 6144, 24, 32}},
+	"Qwen3MoeForCausalLM": {qkNorm: true, headDimRead: true, kvNoNone: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowAll: true, experts: 128, topK: 8, moeInter: 768, maxPos: 32768, sizes: classSizes{151936, 2048, 6144, 24, 32}},
 	// GPT2Config's n_inner is None: 4 × n_embd.
 	GPT2Architecture: {gpt2: true, modelType: "gpt2", eos: []int32{50256}, maxPos: 1024, sizes: classSizes{50257, 768, 0, 12, 12}},
 }
@@ -601,7 +603,7 @@ var nullRefused = []struct {
 	{"n_positions", "a whole number", gpt2Arch, func(s archSpec) any { return s.maxPos }},
 	// The RoPE base: a None reaches the frequencies' power.
 	{"rope_theta", "a number", notGPT2, func(s archSpec) any { return cmp.Or(s.theta, 10000) }},
-	{"num_key_value_heads", "a whole number", func(s archSpec) bool { return s.kvNoneKept }, func(s archSpec) any { return s.kvHeads }},
+	{"num_key_value_heads", "a whole number", func(s archSpec) bool { return s.kvNoNone }, func(s archSpec) any { return s.kvHeads }},
 	{"head_dim", "a whole number", func(s archSpec) bool { return s.headDimRead }, func(s archSpec) any {
 		if s.headDim > 0 {
 			return s.headDim

@@ -387,8 +387,9 @@ func TestPresetsValidate(t *testing.T) {
 // A field a config leaves out takes its config class's default in
 // transformers: Mixtral's rope_theta and rms_norm_eps, Mistral's sliding
 // window (an explicit null is none), each class's num_key_value_heads and
-// Qwen3's head_dim (an explicit null: the attention heads, and for Llama's
-// and Mistral's classes the hidden size over them; TestConfigNulls).
+// Qwen3's head_dim (an explicit null, where the class takes one: the
+// attention heads, and for Llama's and Mistral's classes the hidden size
+// over them; TestConfigNulls).
 func TestArchitectureDefaults(t *testing.T) {
 	const sizes = `"vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "intermediate_size": 8`
 	const moe = `, "num_local_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`
@@ -403,7 +404,7 @@ func TestArchitectureDefaults(t *testing.T) {
 		{"MixtralForCausalLM", `, "num_attention_heads": 8` + moe, 1e6, 1e-5, 0, 8, 8},
 		{"MixtralForCausalLM", `, "num_attention_heads": 2, "num_key_value_heads": 2, "rope_theta": 500.0, "rms_norm_eps": 1e-6` + moe, 500, 1e-6, 0, 2, 32},
 		{"MistralForCausalLM", `, "num_attention_heads": 16`, 10000, 1e-6, 4096, 8, 4},
-		{"MistralForCausalLM", `, "num_attention_heads": 2, "num_key_value_heads": null, "sliding_window": null`, 10000, 1e-6, 0, 2, 32},
+		{"MistralForCausalLM", `, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": null, "sliding_window": null`, 10000, 1e-6, 0, 2, 32},
 		{"MistralForCausalLM", `, "num_attention_heads": 2, "num_key_value_heads": 1, "sliding_window": 128`, 10000, 1e-6, 128, 1, 32},
 		{"Qwen2ForCausalLM", `, "num_attention_heads": 32`, 10000, 1e-6, 0, 32, 2},
 		{"Qwen2ForCausalLM", `, "num_attention_heads": 4, "num_key_value_heads": null`, 10000, 1e-6, 0, 4, 16},

@@ -29,8 +29,8 @@ func withNull(arch, key string) string {
 func TestConfigNulls(t *testing.T) {
 	refused := map[string][]string{
 		"LlamaForCausalLM":   {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "attention_bias", "mlp_bias"},
-		"MistralForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
-		"MixtralForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
+		"MistralForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "num_key_value_heads"},
+		"MixtralForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "num_key_value_heads"},
 		"Qwen2ForCausalLM":   {"head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "use_sliding_window", "max_window_layers"},
 		"Qwen3ForCausalLM": {"head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act",
 			"attention_bias", "use_sliding_window", "max_window_layers"},
@@ -54,7 +54,7 @@ func TestConfigNulls(t *testing.T) {
 		check     func(*Config) bool
 	}{
 		{"LlamaForCausalLM", "max_position_embeddings", func(c *Config) bool { return c.MaxPos == 0 }},
-		{"MistralForCausalLM", "num_key_value_heads", func(c *Config) bool { return c.KVHeads == c.Heads }},
+		{"LlamaForCausalLM", "num_key_value_heads", func(c *Config) bool { return c.KVHeads == c.Heads }},
 		{"Qwen3ForCausalLM", "num_key_value_heads", func(c *Config) bool { return c.KVHeads == c.Heads }},
 		// Llama's and Mistral's classes derive a None head_dim.
 		{"LlamaForCausalLM", "head_dim", func(c *Config) bool { return c.HeadDim == 4 }},
