@@ -461,8 +461,10 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if f := h.PartialRotaryFactor; f != nil && *f != 1 {
 		return nil, fmt.Errorf("%s: partial_rotary_factor=%g is not supported (RoPE over whole heads only)", name, *f)
 	}
-	if h.HiddenAct != "" && h.HiddenAct != "silu" {
-		return nil, fmt.Errorf("%s: hidden_act %q is not supported (only silu)", name, h.HiddenAct)
+	// As transformers looks it up (ACT2FN, activations.py): "swish" is
+	// SiLU's other name there, and a name it has not, "" too, no model.
+	if !absent("hidden_act") && !slices.Contains(siluActivations, h.HiddenAct) {
+		return nil, fmt.Errorf("%s: hidden_act %q is not supported (%s: SiLU, the only activation these models run)", name, h.HiddenAct, strings.Join(siluActivations, " or "))
 	}
 	// transformers reads mlp_bias in LlamaConfig alone; other classes keep
 	// the key and build their MLPs without biases, as here.
@@ -626,6 +628,10 @@ var nullRefused = []struct {
 	{"use_sliding_window", "a boolean, true or false", func(s archSpec) bool { return s.windowLayers > 0 || s.windowAll }, func(archSpec) any { return false }},
 	{"max_window_layers", "a whole number", func(s archSpec) bool { return s.windowLayers > 0 }, func(s archSpec) any { return s.windowLayers }},
 }
+
+// siluActivations are the hidden_act values transformers' ACT2FN maps to
+// SiLU: "silu" and its older name "swish".
+var siluActivations = []string{"silu", "swish"}
 
 func allArchs(archSpec) bool   { return true }
 func gpt2Arch(s archSpec) bool { return s.gpt2 }

@@ -384,6 +384,30 @@ func TestPresetsValidate(t *testing.T) {
 	}
 }
 
+// hidden_act is read as transformers' ACT2FN looks it up: "swish" is
+// SiLU's other name there; a name it has not, the empty one or another
+// case included, builds no model and is refused.
+func TestHiddenActNames(t *testing.T) {
+	for _, c := range []struct{ act, want string }{
+		{"", ""}, // left out: the classes' silu
+		{`, "hidden_act": "silu"`, ""},
+		{`, "hidden_act": "swish"`, ""},
+		{`, "hidden_act": "gelu"`, `config.json: hidden_act "gelu" is not supported (silu or swish`},
+		{`, "hidden_act": ""`, `config.json: hidden_act "" is not supported`},
+		{`, "hidden_act": "SiLU"`, `config.json: hidden_act "SiLU" is not supported`},
+	} {
+		for _, arch := range []string{"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"} {
+			_, err := ParseHFConfig("config.json", []byte(`{"architectures": ["`+arch+`"], "vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 8`+c.act+`}`))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%s%s: %v", arch, c.act, err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("%s%s: error %v, want %q", arch, c.act, err, c.want)
+			}
+		}
+	}
+}
+
 // A field a config leaves out takes its config class's default in
 // transformers: Mixtral's rope_theta and rms_norm_eps, Mistral's sliding
 // window (an explicit null is none), each class's num_key_value_heads and
