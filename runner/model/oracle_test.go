@@ -1,0 +1,275 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// oracleFile is how transformers reads tiny configs that vary one key at a
+// time: whether AutoConfig takes each, whether the model builds and runs,
+// and the values it resolves (tools/fixtures/make_hf_config_oracle.py).
+const oracleFile = "testdata/hf_config_oracle.json"
+
+type oracleRow struct {
+	Case      string          `json:"case"`
+	ModelType string          `json:"model_type"`
+	Set       json.RawMessage `json:"set"`
+	Config    string          `json:"config"`
+	Model     string          `json:"model"`
+
+	KVHeads     any             `json:"num_key_value_heads"`
+	HeadDim     any             `json:"head_dim"`
+	Window      *int            `json:"sliding_window"`
+	HiddenAct   *string         `json:"hidden_act"`
+	Tie         *bool           `json:"tie_word_embeddings"`
+	RMSNormEps  *float64        `json:"rms_norm_eps"`
+	LNEps       *float64        `json:"layer_norm_epsilon"`
+	NInner      any             `json:"n_inner"`
+	RopeParams  json.RawMessage `json:"rope_parameters"`
+	AttnBias    *bool           `json:"attention_bias"`
+	MLPBias     *bool           `json:"mlp_bias"`
+	NormTopK    *bool           `json:"norm_topk_prob"`
+	Intermediat *int            `json:"intermediate_size"`
+}
+
+// members are a JSON object's keys and values as the text gives them, in
+// order, so that a value keeps its spelling (2.0 stays 2.0).
+type member struct {
+	key string
+	val json.RawMessage
+}
+
+func members(t *testing.T, raw json.RawMessage) []member {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%s: not an object", raw)
+	}
+	var out []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, member{tok.(string), v})
+	}
+	return out
+}
+
+// oracleConfig is base with set's keys put in place (a new key at the end),
+// one key a line, as Python's dict update and json.dump make it.
+func oracleConfig(base, set []member) []byte {
+	all := slices.Clone(base)
+	for _, s := range set {
+		i := slices.IndexFunc(all, func(m member) bool { return m.key == s.key })
+		if i < 0 {
+			all = append(all, s)
+		} else {
+			all[i] = s
+		}
+	}
+	var b strings.Builder
+	b.WriteString("{\n")
+	for i, m := range all {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, "%q: %s", m.key, m.val)
+	}
+	b.WriteString("\n}\n")
+	return []byte(b.String())
+}
+
+// oracleRefused are changes (key__variant) transformers builds and runs a
+// model from that mtlbench refuses with an error naming the key: a shape
+// no published model has, or what the engine does not run
+// (docs/architecture.md, "Where input is checked").
+var oracleRefused = map[string]string{
+	"hidden_size__zero":             "no model has no width",
+	"intermediate_size__zero":       "an MLP of no width",
+	"num_hidden_layers__zero":       "a model of no layers",
+	"num_hidden_layers__neg":        "a model of no layers",
+	"n_layer__zero":                 "a model of no layers",
+	"n_layer__neg":                  "a model of no layers",
+	"head_dim__zero":                "heads of no width",
+	"max_position_embeddings__neg":  "no position is below -1",
+	"sliding_window__neg":           "a window of -1 tokens, though the class uses it only with use_sliding_window",
+	"num_experts__neg":              "a negative count of experts, which transformers reads as none",
+	"num_experts_per_tok__zero":     "a router that picks no expert",
+	"decoder_sparse_step__neg":      "a negative step between MoE layers",
+	"hidden_act__gelu_pytorch_tanh": "these models run SiLU only",
+	"activation_function__swish":    "GPT-2 runs GELU (tanh) only",
+	"rope_theta__true":              "a boolean where the RoPE base goes, which transformers computes with as 1",
+	"partial_rotary_factor__str":    "RoPE over part of a head is not run, and a string is no factor",
+}
+
+// oracleOpen are the cases where mtlbench does not yet read the file as
+// transformers does, and why; a case listed here that agrees fails too.
+var oracleOpen = map[string]string{
+	"llama__max_position_embeddings__null":     "a null max_position_embeddings is read as no limit",
+	"llama__rms_norm_eps__int":                 "an integer epsilon is read as a float",
+	"llama__tie_word_embeddings__null":         "a null tie_word_embeddings is read as left out",
+	"llama__layer_types_long":                  "layer_types is checked for the Qwen2 and Qwen3 classes only",
+	"llama__layer_types_bogus":                 "layer_types is checked for the Qwen2 and Qwen3 classes only",
+	"mistral__max_position_embeddings__null":   "a null max_position_embeddings is read as no limit",
+	"mistral__rms_norm_eps__int":               "an integer epsilon is read as a float",
+	"mistral__tie_word_embeddings__null":       "a null tie_word_embeddings is read as left out",
+	"mistral__layer_types__null":               "a null layer_types is read as none",
+	"mistral__layer_types_long":                "layer_types is checked for the Qwen2 and Qwen3 classes only",
+	"mistral__layer_types_bogus":               "layer_types is checked for the Qwen2 and Qwen3 classes only",
+	"qwen2__max_position_embeddings__null":     "a null max_position_embeddings is read as no limit",
+	"qwen2__rms_norm_eps__int":                 "an integer epsilon is read as a float",
+	"qwen2__tie_word_embeddings__null":         "a null tie_word_embeddings is read as left out",
+	"qwen3__max_position_embeddings__null":     "a null max_position_embeddings is read as no limit",
+	"qwen3__rms_norm_eps__int":                 "an integer epsilon is read as a float",
+	"qwen3__tie_word_embeddings__null":         "a null tie_word_embeddings is read as left out",
+	"qwen3_moe__max_position_embeddings__null": "a null max_position_embeddings is read as no limit",
+	"qwen3_moe__rms_norm_eps__int":             "an integer epsilon is read as a float",
+	"qwen3_moe__tie_word_embeddings__null":     "a null tie_word_embeddings is read as left out",
+	"qwen3_moe__max_window_layers__true":       "a key the class does not read is type-checked",
+	"qwen3_moe__max_window_layers__float":      "a key the class does not read is type-checked",
+	"qwen3_moe__max_window_layers__floatfrac":  "a key the class does not read is type-checked",
+	"qwen3_moe__layer_types_long":              "layer_types is checked for the Qwen2 and Qwen3 classes only",
+	"qwen3_moe__layer_types_bogus":             "layer_types is checked for the Qwen2 and Qwen3 classes only",
+	"mixtral__max_position_embeddings__null":   "a null max_position_embeddings is read as no limit",
+	"mixtral__rms_norm_eps__int":               "an integer epsilon is read as a float",
+	"mixtral__tie_word_embeddings__null":       "a null tie_word_embeddings is read as left out",
+	"mixtral__num_local_experts__zero":         "Mixtral with no experts is read as dense",
+	"mixtral__num_local_experts__neg":          "the error names the key by another spelling",
+	"mixtral__layer_types_long":                "layer_types is checked for the Qwen2 and Qwen3 classes only",
+	"mixtral__layer_types_bogus":               "layer_types is checked for the Qwen2 and Qwen3 classes only",
+	"gpt2__n_embd__zero":                       "the error names the key by another spelling",
+	"gpt2__layer_norm_epsilon__int":            "an integer epsilon is read as a float",
+	"gpt2__activation_function__empty":         "an empty activation_function is read as gelu_new",
+	"gpt2__tie_word_embeddings__null":          "a null tie_word_embeddings is read as left out",
+}
+
+// oracleUnread are keys mtlbench does not read: transformers' checks of
+// them are not mtlbench's.
+var oracleUnread = []string{"bos_token_id", "pad_token_id", "initializer_range", "use_cache", "attention_dropout"}
+
+// TestConfigAsTransformersReadsIt: every config transformers 5.17 refuses
+// (as AutoConfig reads it, or building and running the model) mtlbench
+// refuses naming the key; every one it takes mtlbench takes (but for
+// oracleRefused), resolving the same key value heads, head size, window,
+// activation, tie, epsilon and RoPE base.
+func TestConfigAsTransformersReadsIt(t *testing.T) {
+	data, err := os.ReadFile(oracleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct {
+		Transformers string                     `json:"transformers"`
+		Base         map[string]json.RawMessage `json:"base"`
+		Cases        []oracleRow                `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &o); err != nil {
+		t.Fatal(err)
+	}
+	var agree, unread int
+	for _, r := range o.Cases {
+		set := members(t, r.Set)
+		text := oracleConfig(members(t, o.Base[r.ModelType]), set)
+		var keys []string
+		for _, m := range set {
+			keys = append(keys, m.key)
+		}
+		change := strings.TrimPrefix(r.Case, r.ModelType+"__")
+		c, err := ParseHFConfig("config.json", text)
+		refused := r.Config != "ok" || r.Model != "ok"
+		var bad string
+		switch {
+		case refused && err == nil && len(keys) == 1 && slices.Contains(oracleUnread, keys[0]):
+			unread++
+			continue
+		case refused && err == nil:
+			bad = fmt.Sprintf("transformers refuses it (%s), mtlbench reads it", cmpOr(r.Config, r.Model))
+		case refused && len(keys) > 0 && !slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(err.Error(), k) }):
+			bad = fmt.Sprintf("refused, but the error names none of %v: %v", keys, err)
+		case !refused && err != nil && !(oracleRefused[change] != "" && strings.Contains(err.Error(), keys[0])):
+			bad = fmt.Sprintf("transformers takes it, mtlbench refuses it: %v", err)
+		case !refused && err == nil:
+			bad = oracleResolved(r, c)
+		}
+		if why, open := oracleOpen[r.Case]; open {
+			if bad == "" {
+				t.Errorf("%s agrees now: take it out of oracleOpen (%s)", r.Case, why)
+			}
+			continue
+		}
+		if bad != "" {
+			t.Errorf("%s %s: %s", r.Case, r.Set, bad)
+			continue
+		}
+		agree++
+	}
+	t.Logf("transformers %s: %d cases, %d agree, %d open, %d refused by transformers over keys mtlbench does not read",
+		o.Transformers, len(o.Cases), agree, len(oracleOpen), unread)
+}
+
+func cmpOr(a, b string) string {
+	if a != "ok" {
+		return a
+	}
+	return b
+}
+
+// oracleResolved says where c's values differ from transformers' (r).
+func oracleResolved(r oracleRow, c *Config) string {
+	var d []string
+	ne := func(what string, got, want any) {
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			d = append(d, fmt.Sprintf("%s %v, transformers %v", what, got, want))
+		}
+	}
+	if r.KVHeads != nil {
+		ne("key value heads", c.KVHeads, r.KVHeads)
+	}
+	if r.HeadDim != nil {
+		ne("head_dim", c.HeadDim, r.HeadDim)
+	}
+	ne("sliding window", c.Window, cmpInt(r.Window))
+	if r.HiddenAct != nil && !slices.Contains(siluActivations, *r.HiddenAct) {
+		d = append(d, fmt.Sprintf("hidden_act %q read as SiLU", *r.HiddenAct))
+	}
+	if r.Tie != nil {
+		ne("tie", c.TieEmbed, *r.Tie)
+	}
+	eps := r.RMSNormEps
+	if c.GPT2() {
+		eps = r.LNEps
+	}
+	if eps != nil {
+		ne("eps", c.Eps, float32(*eps))
+	}
+	if len(r.RopeParams) > 0 && string(r.RopeParams) != "null" && !c.GPT2() {
+		var p struct {
+			Theta float64 `json:"rope_theta"`
+		}
+		json.Unmarshal(r.RopeParams, &p)
+		if math.Abs(c.RopeTheta-p.Theta) > 0 {
+			ne("rope theta", c.RopeTheta, p.Theta)
+		}
+	}
+	if c.GPT2() && r.NInner != nil {
+		ne("n_inner", c.Inter, r.NInner)
+	}
+	return strings.Join(d, "; ")
+}
+
+func cmpInt(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
