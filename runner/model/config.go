@@ -367,6 +367,11 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			return nil, nullError(name, data, arch, n.key, n.want, n.def(spec))
 		}
 	}
+	for _, f := range floatFields {
+		if v, ok := keys[f.key]; ok && f.reads(spec) && isJSONInt(v) {
+			return nil, wholeForFloat(name, data, f.key, v)
+		}
+	}
 	if spec.gpt2 {
 		c, err := parseGPT2(name, arch, &h)
 		if c != nil {
@@ -627,6 +632,35 @@ var nullRefused = []struct {
 	{"norm_topk_prob", "a boolean, true or false", func(s archSpec) bool { return s.moe && !s.sparse }, func(archSpec) any { return false }},
 	{"use_sliding_window", "a boolean, true or false", func(s archSpec) bool { return s.windowLayers > 0 || s.windowAll }, func(archSpec) any { return false }},
 	{"max_window_layers", "a whole number", func(s archSpec) bool { return s.windowLayers > 0 }, func(s archSpec) any { return s.windowLayers }},
+}
+
+// floatFields are the keys transformers 5's @strict config classes type
+// float, whose check refuses a JSON whole number (1, not 1.0: Python's
+// json reads it as an int). Other numbers mtlbench reads (rope_theta) are
+// no such field and take either.
+var floatFields = []struct {
+	key   string
+	reads func(archSpec) bool
+}{
+	{"rms_norm_eps", notGPT2},
+	{"layer_norm_epsilon", gpt2Arch},
+}
+
+// isJSONInt reports whether v is a JSON number Python's json reads as an
+// int: no fraction and no exponent.
+func isJSONInt(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') && !bytes.ContainsAny(v, ".eE")
+}
+
+// wholeForFloat refuses a whole number v given for the float field key.
+func wholeForFloat(name string, data []byte, key string, v json.RawMessage) error {
+	at := jsonerr.KeyAt(data, key)
+	if at != "" {
+		at = " (" + at + ")"
+	}
+	v = bytes.TrimSpace(v)
+	return fmt.Errorf("%s: %s is a JSON whole number (%s)%s: want a number with a fraction or exponent (%s.0), as transformers' float field takes", name, key, v, at, v)
 }
 
 // siluActivations are the hidden_act values transformers' ACT2FN maps to

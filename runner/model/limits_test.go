@@ -20,8 +20,8 @@ func TestConfigLimits(t *testing.T) {
 		{`,"vocab_size":2000000000`, "vocab_size"},
 		{`,"hidden_size":65536,"intermediate_size":1048576,"num_hidden_layers":4096,"num_attention_heads":4096,"head_dim":1024,"num_experts":16384,"moe_intermediate_size":65536`, "parameters, beyond"},
 		{`,"rope_theta":-1`, "rope_theta=-1 must be"},
-		{`,"rms_norm_eps":-1`, "rms_norm_eps=-1 must be"},
-		{`,"rms_norm_eps":0`, "rms_norm_eps=0 must be"},
+		{`,"rms_norm_eps":-1.0`, "rms_norm_eps=-1 must be"},
+		{`,"rms_norm_eps":0.0`, "rms_norm_eps=0 must be"},
 		{`,"rms_norm_eps":1e-300`, "rms_norm_eps=1e-300 is outside float32's range"},
 		{`,"rms_norm_eps":1e39`, "rms_norm_eps=1e+39 is outside float32's range"},
 		{`,"rms_norm_eps":1e-45`, ""},
@@ -46,7 +46,7 @@ func TestGPT2EpsilonRange(t *testing.T) {
 	for _, tc := range []struct{ extra, want string }{
 		{`,"layer_norm_epsilon":1e-5`, ""},
 		{`,"layer_norm_epsilon":1e-300`, "layer_norm_epsilon=1e-300 is outside float32's range"},
-		{`,"layer_norm_epsilon":0`, "layer_norm_epsilon=0 must be"},
+		{`,"layer_norm_epsilon":0.0`, "layer_norm_epsilon=0 must be"},
 	} {
 		_, err := ParseHFConfig("config.json", []byte(strings.Replace(base, "%s", tc.extra, 1)))
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
