@@ -604,9 +604,9 @@ var nullRefused = []struct {
 	// Qwen3-MoE sizes only its dense layers by it, but types it an int as
 	// the others do; GPT-2 reads n_inner.
 	{"intermediate_size", "a whole number", notGPT2, func(s archSpec) any { return s.sizes.inter }},
-	// GPT-2's position embedding is a table of n_positions rows; the RoPE
-	// classes only store max_position_embeddings (a null: no limit).
-	{"max_position_embeddings", "a whole number", gpt2Arch, func(s archSpec) any { return s.maxPos }},
+	// GPT-2's position embedding is a table of n_positions rows; every
+	// class types max_position_embeddings an int, refusing a None.
+	{"max_position_embeddings", "a whole number", allArchs, func(s archSpec) any { return s.maxPos }},
 	{"n_positions", "a whole number", gpt2Arch, func(s archSpec) any { return s.maxPos }},
 	// The RoPE base: a None reaches the frequencies' power.
 	{"rope_theta", "a number", notGPT2, func(s archSpec) any { return cmp.Or(s.theta, 10000) }},
@@ -626,12 +626,14 @@ var nullRefused = []struct {
 	// Flags and counts typed without None (the classes' bool and int
 	// fields): Llama's, Qwen3's and Qwen3-MoE's attention_bias, Llama's
 	// mlp_bias, Qwen3-MoE's norm_topk_prob, the Qwen classes'
-	// use_sliding_window and Qwen2's and Qwen3's max_window_layers.
+	// use_sliding_window, Qwen2's and Qwen3's max_window_layers and every
+	// class's tie_word_embeddings.
 	{"attention_bias", "a boolean, true or false", func(s archSpec) bool { return s.attnBias }, func(archSpec) any { return false }},
 	{"mlp_bias", "a boolean, true or false", func(s archSpec) bool { return s.mlpBias }, func(archSpec) any { return false }},
 	{"norm_topk_prob", "a boolean, true or false", func(s archSpec) bool { return s.moe && !s.sparse }, func(archSpec) any { return false }},
 	{"use_sliding_window", "a boolean, true or false", func(s archSpec) bool { return s.windowLayers > 0 || s.windowAll }, func(archSpec) any { return false }},
 	{"max_window_layers", "a whole number", func(s archSpec) bool { return s.windowLayers > 0 }, func(s archSpec) any { return s.windowLayers }},
+	{"tie_word_embeddings", "a boolean, true or false", allArchs, func(s archSpec) any { return s.gpt2 }},
 }
 
 // floatFields are the keys transformers 5's @strict config classes type
@@ -762,7 +764,7 @@ func (c *Config) Validate() error {
 	most(c.NumExperts, MaxExperts, c.key("num_experts"))
 	most(c.MaxPos, MaxPositions, c.key("max_position_embeddings"))
 	if c.MaxPos < 0 {
-		errs = append(errs, fmt.Sprintf("%s=%d must not be negative (0 or null: no limit)", c.key("max_position_embeddings"), c.MaxPos))
+		errs = append(errs, fmt.Sprintf("%s=%d must not be negative (0: no limit)", c.key("max_position_embeddings"), c.MaxPos))
 	}
 	if len(errs) == 0 {
 		if m, v := c.elems(); m+v > MaxParams {

@@ -451,7 +451,8 @@ func TestArchitectureDefaults(t *testing.T) {
 // A config.json without max_position_embeddings (GPT-2's n_positions) takes
 // its class's, which bounds the requests the engine takes: LlamaConfig's
 // 2048, MistralConfig's and MixtralConfig's 4096*32, the Qwen classes'
-// 32768, GPT2Config's 1024. An explicit null is no limit (RoPE models), and
+// 32768, GPT2Config's 1024. A 0 is no limit (RoPE models; a null is
+// refused, as transformers refuses it: TestConfigNulls), and
 // yarn's original context falls back on the default as on a value given.
 func TestMaxPositionDefaults(t *testing.T) {
 	const sizes = `"vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 8, "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 8`
@@ -470,7 +471,7 @@ func TestMaxPositionDefaults(t *testing.T) {
 		{"GPT2LMHeadModel", `, "max_position_embeddings": 64`, 64, 0},
 		{"GPT2LMHeadModel", `, "n_positions": 32`, 32, 0},
 		{"LlamaForCausalLM", `, "max_position_embeddings": 100`, 100, 0},
-		{"LlamaForCausalLM", `, "max_position_embeddings": null`, 0, 0},
+		{"LlamaForCausalLM", `, "max_position_embeddings": 0`, 0, 0},
 		{"Qwen3ForCausalLM", `, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}`, 32768, 32768},
 	} {
 		raw := `{"architectures": ["` + c.arch + `"], ` + sizes + c.extra + `}`

@@ -28,7 +28,7 @@ func withNull(arch, key string) string {
 // as the class reads None.
 func TestConfigNulls(t *testing.T) {
 	refused := map[string][]string{
-		"LlamaForCausalLM":   {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "attention_bias", "mlp_bias"},
+		"LlamaForCausalLM":   {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "attention_bias", "mlp_bias", "max_position_embeddings", "tie_word_embeddings"},
 		"MistralForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "num_key_value_heads"},
 		"MixtralForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "num_key_value_heads"},
 		"Qwen2ForCausalLM":   {"head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "use_sliding_window", "max_window_layers"},
@@ -37,7 +37,7 @@ func TestConfigNulls(t *testing.T) {
 		"Qwen3MoeForCausalLM": {"num_key_value_heads", "head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "rope_theta", "rms_norm_eps", "hidden_act", "decoder_sparse_step", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
 			"intermediate_size", "attention_bias", "norm_topk_prob", "use_sliding_window"},
 		GPT2Architecture: {"vocab_size", "hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head",
-			"max_position_embeddings", "n_positions", "layer_norm_epsilon", "activation_function"},
+			"max_position_embeddings", "n_positions", "layer_norm_epsilon", "activation_function", "tie_word_embeddings"},
 	}
 	for arch, keys := range refused {
 		for _, key := range keys {
@@ -53,7 +53,6 @@ func TestConfigNulls(t *testing.T) {
 		arch, key string
 		check     func(*Config) bool
 	}{
-		{"LlamaForCausalLM", "max_position_embeddings", func(c *Config) bool { return c.MaxPos == 0 }},
 		{"LlamaForCausalLM", "num_key_value_heads", func(c *Config) bool { return c.KVHeads == c.Heads }},
 		{"Qwen3ForCausalLM", "num_key_value_heads", func(c *Config) bool { return c.KVHeads == c.Heads }},
 		// Llama's and Mistral's classes derive a None head_dim.
