@@ -485,11 +485,11 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if h.SlidingWindow != nil && *h.SlidingWindow < 0 {
 		return nil, fmt.Errorf("%s: sliding_window=%d must not be negative (null or 0: none)", name, *h.SlidingWindow)
 	}
-	// The classes that read max_window_layers read layer_types too, and
-	// refuse a list not of one attention type a layer (transformers'
-	// layer_type_validation): read as given, a short or misspelt list would
-	// drop the window the file asks for.
-	if spec.windowLayers > 0 && h.LayerTypes != nil {
+	// Every class but GPT-2's refuses a layer_types not of one attention
+	// type a layer (transformers' layer_type_validation), whether or not it
+	// slides by it: read as given, a short or misspelt list would drop the
+	// window the file asks for.
+	if !spec.gpt2 && h.LayerTypes != nil {
 		if len(h.LayerTypes) != h.NumHiddenLayers {
 			return nil, fmt.Errorf("%s: layer_types has %d entries for num_hidden_layers=%d: it must give one a layer", name, len(h.LayerTypes), h.NumHiddenLayers)
 		}

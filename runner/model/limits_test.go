@@ -55,9 +55,10 @@ func TestGPT2EpsilonRange(t *testing.T) {
 	}
 }
 
-// A Qwen2 or Qwen3 config's layer_types must give one known attention
-// type a layer, as transformers' config classes require: a short or
-// misspelt list is refused, naming it, rather than read as no window.
+// A config's layer_types must give one known attention type a layer, as
+// transformers 5's config classes require of every class but GPT-2's: a
+// short or misspelt list is refused, naming it, rather than read as no
+// window.
 func TestLayerTypes(t *testing.T) {
 	base := `{"architectures":["%s"],"vocab_size":100,"hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
 		"num_key_value_heads":2,"head_dim":16,"intermediate_size":128,"use_sliding_window":true,"sliding_window":8,"layer_types":%s}`
@@ -72,8 +73,14 @@ func TestLayerTypes(t *testing.T) {
 		{"Qwen3ForCausalLM", `["sliding_attention"]`, 0, "layer_types has 1 entries for num_hidden_layers=2"},
 		{"Qwen2ForCausalLM", `["full_attention","sliding_attention","sliding_attention"]`, 0, "layer_types has 3 entries for num_hidden_layers=2"},
 		{"Qwen3ForCausalLM", `["full_attention","sliding"]`, 0, `layer_types[1] is "sliding", where Qwen3ForCausalLM's layers are full_attention or sliding_attention`},
-		// Qwen3MoeConfig reads no layer_types: every layer slides.
-		{"Qwen3MoeForCausalLM", `["zz"]`, 8, ""},
+		// Qwen3MoeConfig slides every layer whatever layer_types says,
+		// but transformers 5 checks the list for every class.
+		{"Qwen3MoeForCausalLM", `["full_attention","full_attention"]`, 8, ""},
+		{"Qwen3MoeForCausalLM", `["zz"]`, 0, "layer_types has 1 entries for num_hidden_layers=2"},
+		{"Qwen3MoeForCausalLM", `["zz","zz"]`, 0, `layer_types[0] is "zz"`},
+		{"LlamaForCausalLM", `["full_attention","full_attention","full_attention"]`, 0, "layer_types has 3 entries for num_hidden_layers=2"},
+		{"MistralForCausalLM", `["bogus","full_attention"]`, 0, `layer_types[0] is "bogus", where MistralForCausalLM's layers are`},
+		{"MixtralForCausalLM", `["full_attention"]`, 0, "layer_types has 1 entries for num_hidden_layers=2"},
 	} {
 		data := fmt.Sprintf(base, tc.arch, tc.types)
 		c, err := ParseHFConfig("config.json", []byte(data))
