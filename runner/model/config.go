@@ -293,6 +293,7 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	// passed over.
 	var h hfConfig
 	read := jsonerr.Python(data, &h)
+	read = passOver(read, classOf(read))
 	if err := json.Unmarshal(read, &h); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, jsonerr.ExplainFile(err, data))
 	}
@@ -577,6 +578,100 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return c, nil
+}
+
+// classKeys are the keys only some classes read, and which: transformers
+// keeps such a key of another class as it is, unchecked, so its type is
+// not checked here either (Qwen3-MoE's max_window_layers, Mistral's
+// attention_bias). Keys not listed are read by every class.
+var classKeys = map[string]func(archSpec) bool{
+	"sliding_window":      func(s archSpec) bool { return s.slides || s.window > 0 },
+	"use_sliding_window":  func(s archSpec) bool { return s.windowLayers > 0 || s.windowAll },
+	"max_window_layers":   func(s archSpec) bool { return s.windowLayers > 0 },
+	"attention_bias":      func(s archSpec) bool { return s.attnBias },
+	"mlp_bias":            func(s archSpec) bool { return s.mlpBias },
+	"num_experts":         func(s archSpec) bool { return s.moe },
+	"num_local_experts":   func(s archSpec) bool { return s.moe },
+	"num_experts_per_tok": func(s archSpec) bool { return s.moe },
+	// Mixtral's experts are intermediate_size wide, and all its layers
+	// sparse, its top k always renormalised.
+	"moe_intermediate_size": qwenMoE,
+	"norm_topk_prob":        qwenMoE,
+	"decoder_sparse_step":   qwenMoE,
+	"mlp_only_layers":       qwenMoE,
+	// GPT-2's own spellings (gpt2Keys).
+	"n_embd":                          gpt2Arch,
+	"n_layer":                         gpt2Arch,
+	"n_head":                          gpt2Arch,
+	"n_positions":                     gpt2Arch,
+	"n_inner":                         gpt2Arch,
+	"layer_norm_epsilon":              gpt2Arch,
+	"activation_function":             gpt2Arch,
+	"scale_attn_by_inverse_layer_idx": gpt2Arch,
+	"scale_attn_weights":              gpt2Arch,
+	"add_cross_attention":             gpt2Arch,
+}
+
+func qwenMoE(s archSpec) bool { return s.moe && !s.sparse }
+
+// classOf is the class data's model_type or architectures name, as
+// ParseHFConfig picks it, or nil where they name none (or are of the wrong
+// type: the decoder then says so).
+func classOf(data []byte) *archSpec {
+	var id struct {
+		Architectures []string `json:"architectures"`
+		ModelType     string   `json:"model_type"`
+	}
+	if json.Unmarshal(data, &id) != nil {
+		return nil
+	}
+	for _, spec := range archs {
+		if id.ModelType != "" && spec.modelType == id.ModelType {
+			return &spec
+		}
+	}
+	if len(id.Architectures) > 0 {
+		if spec, ok := archs[id.Architectures[0]]; ok {
+			return &spec
+		}
+	}
+	return nil
+}
+
+// passOver is data (one JSON object) with the top-level keys of classKeys
+// that spec does not read made spaces, so that they name no field and
+// their values are not decoded; offsets stay data's.
+func passOver(data []byte, spec *archSpec) []byte {
+	if spec == nil {
+		return data
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return data
+	}
+	out := data
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return data
+		}
+		k, _ := t.(string)
+		end := int(dec.InputOffset())
+		if reads, ok := classKeys[k]; ok && !reads(*spec) {
+			start := end - len(k) - 1
+			if start > 0 && string(data[start-1:end]) == `"`+k+`"` {
+				if &out[0] == &data[0] {
+					out = bytes.Clone(data)
+				}
+				copy(out[start:end-1], bytes.Repeat([]byte(" "), len(k)))
+			}
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return data
+		}
+	}
+	return out
 }
 
 // nullRefused are the keys whose null transformers reads as None and builds

@@ -116,14 +116,11 @@ var oracleRefused = map[string]string{
 // oracleOpen are the cases where mtlbench does not yet read the file as
 // transformers does, and why; a case listed here that agrees fails too.
 var oracleOpen = map[string]string{
-	"mistral__layer_types__null":              "a null layer_types is read as none",
-	"qwen3_moe__max_window_layers__true":      "a key the class does not read is type-checked",
-	"qwen3_moe__max_window_layers__float":     "a key the class does not read is type-checked",
-	"qwen3_moe__max_window_layers__floatfrac": "a key the class does not read is type-checked",
-	"mixtral__num_local_experts__zero":        "Mixtral with no experts is read as dense",
-	"mixtral__num_local_experts__neg":         "the error names the key by another spelling",
-	"gpt2__n_embd__zero":                      "the error names the key by another spelling",
-	"gpt2__activation_function__empty":        "an empty activation_function is read as gelu_new",
+	"mistral__layer_types__null":       "a null layer_types is read as none",
+	"mixtral__num_local_experts__zero": "Mixtral with no experts is read as dense",
+	"mixtral__num_local_experts__neg":  "the error names the key by another spelling",
+	"gpt2__n_embd__zero":               "the error names the key by another spelling",
+	"gpt2__activation_function__empty": "an empty activation_function is read as gelu_new",
 }
 
 // oracleUnread are keys mtlbench does not read: transformers' checks of
