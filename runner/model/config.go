@@ -551,6 +551,8 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		if c.NumExperts, err = count(experts, expertsKey, spec.experts); err != nil {
 			return nil, err
 		}
+		// Validate's errors name the count as the file spells it.
+		c.keys = map[string]string{"num_experts": expertsKey}
 		if c.TopK, err = count(h.NumExpertsPerTok, "num_experts_per_tok", spec.topK); err != nil {
 			return nil, err
 		}

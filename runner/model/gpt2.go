@@ -40,6 +40,9 @@ var gpt2Activations = []string{"gelu_new", "gelu_pytorch_tanh", "gelu_fast"}
 
 func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
 	g := h.gpt2Keys
+	// Validate's errors name each size as the file spells it: GPT-2's own
+	// key unless it gave only the common one.
+	keys := map[string]string{"intermediate_size": "n_inner"}
 	// GPT2Config's attribute_map reads the common spellings into the same
 	// fields, so a file may give either.
 	for _, a := range []struct {
@@ -52,9 +55,11 @@ func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
 		{"n_head", "num_attention_heads", &g.NHead, h.NumAttentionHeads},
 		{"n_positions", "max_position_embeddings", &g.NPositions, h.MaxPositionEmbeds},
 	} {
+		keys[a.alias] = a.key
 		switch {
 		case a.alt == 0:
 		case *a.v == 0:
+			keys[a.alias] = a.alias
 			*a.v = a.alt
 		case *a.v != a.alt:
 			return nil, fmt.Errorf("%s: %s=%d and %s=%d disagree (GPT-2 reads both as one setting)", name, a.key, *a.v, a.alias, a.alt)
@@ -82,6 +87,7 @@ func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
 		// transformers ties lm_head to wte unless the config says not to;
 		// an untied one is saved as lm_head.weight.
 		TieEmbed: h.TieWordEmbeddings == nil || *h.TieWordEmbeddings,
+		keys:     keys,
 	}
 	if g.NHead > 0 {
 		c.HeadDim = g.NEmbd / g.NHead

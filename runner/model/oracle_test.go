@@ -118,8 +118,6 @@ var oracleRefused = map[string]string{
 var oracleOpen = map[string]string{
 	"mistral__layer_types__null":       "a null layer_types is read as none",
 	"mixtral__num_local_experts__zero": "Mixtral with no experts is read as dense",
-	"mixtral__num_local_experts__neg":  "the error names the key by another spelling",
-	"gpt2__n_embd__zero":               "the error names the key by another spelling",
 	"gpt2__activation_function__empty": "an empty activation_function is read as gelu_new",
 }
 
