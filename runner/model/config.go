@@ -567,6 +567,11 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			c.SparseStep = *h.DecoderSparseStep
 		}
 		c.MLPOnlyLayers = layerSet(h.MLPOnlyLayers, h.NumHiddenLayers)
+		if spec.sparse && c.NumExperts == 0 {
+			// Every Mixtral layer routes to its experts (Qwen3-MoE's would
+			// be dense): transformers' top-k of none fails as it runs.
+			return nil, fmt.Errorf("%s: %s is 0: every %s layer is a mixture of experts, so it must be positive", name, expertsKey, arch)
+		}
 		if spec.sparse {
 			// transformers' MixtralSparseMoeBlock: softmax over the experts,
 			// top-k, the k weights divided by their sum.

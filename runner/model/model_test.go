@@ -226,6 +226,7 @@ func TestConfigErrors(t *testing.T) {
 			"moe_intermediate_size must be positive, got -4"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": -3, "num_experts_per_tok": 1, "moe_intermediate_size": 4}`, "num_experts must be positive, got -3"},
 		{`{"architectures": ["MixtralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_local_experts": -2, "num_experts_per_tok": 1}`, "num_local_experts must be positive, got -2"},
+		{`{"architectures": ["MixtralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": 0}`, "num_experts is 0: every MixtralForCausalLM layer is a mixture of experts"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 1, "moe_intermediate_size": 4, "decoder_sparse_step": 0}`, "decoder_sparse_step is missing or 0"},
 		{`{"architectures": ["MistralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "sliding_window": -4}`, "sliding_window=-4 must not be negative"},
 		// A head_dim given is the heads' width: 0 is no head, not left out.

@@ -117,7 +117,6 @@ var oracleRefused = map[string]string{
 // transformers does, and why; a case listed here that agrees fails too.
 var oracleOpen = map[string]string{
 	"mistral__layer_types__null":       "a null layer_types is read as none",
-	"mixtral__num_local_experts__zero": "Mixtral with no experts is read as dense",
 	"gpt2__activation_function__empty": "an empty activation_function is read as gelu_new",
 }
 
