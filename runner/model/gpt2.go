@@ -28,7 +28,7 @@ type gpt2Keys struct {
 	NPositions         int      `json:"n_positions"`
 	NInner             *int     `json:"n_inner"`
 	LayerNormEpsilon   *float64 `json:"layer_norm_epsilon"`
-	ActivationFunction string   `json:"activation_function"`
+	ActivationFunction *string  `json:"activation_function"`
 	ScaleAttnByLayer   bool     `json:"scale_attn_by_inverse_layer_idx"`
 	ScaleAttnWeights   *bool    `json:"scale_attn_weights"`
 	AddCrossAttention  bool     `json:"add_cross_attention"`
@@ -65,9 +65,11 @@ func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
 			return nil, fmt.Errorf("%s: %s=%d and %s=%d disagree (GPT-2 reads both as one setting)", name, a.key, *a.v, a.alias, a.alt)
 		}
 	}
-	act := g.ActivationFunction
-	if act == "" {
-		act = "gelu_new" // transformers' GPT2Config default
+	// Left out: transformers' GPT2Config default. An empty name is no
+	// activation ACT2FN has, as any other it lacks.
+	act := "gelu_new"
+	if g.ActivationFunction != nil {
+		act = *g.ActivationFunction
 	}
 	switch {
 	case !contains(gpt2Activations, act):

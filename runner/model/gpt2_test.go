@@ -65,6 +65,7 @@ func TestGPT2ConfigErrors(t *testing.T) {
 		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "max_position_embeddings": 0}`, "n_positions is missing or 0"},
 		// transformers builds GPT2MLP n_inner wide whenever it is not None.
 		{`{` + base + `, "n_inner": 0}`, "config.json: n_inner=0 must be positive (leave it out, or null, for 4 × n_embd)"},
+		{`{` + base + `, "activation_function": ""}`, `config.json: activation_function "" is not supported`},
 		{`{` + base + `, "n_inner": -3}`, "config.json: n_inner=-3 must be positive"},
 		{`{` + base + `, "scale_attn_by_inverse_layer_idx": true}`, "scale_attn_by_inverse_layer_idx"},
 		{`{` + base + `, "hidden_size": 16}`, "n_embd=8 and hidden_size=16 disagree"},
