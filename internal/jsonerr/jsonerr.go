@@ -101,6 +101,11 @@ func ExplainAt(err error, data []byte, path string) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		t := *te
+		if data != nil && t.Field != "" {
+			if at := valueStart(data, t.Offset, t.Value); at >= 0 {
+				t.Field = fileKeys(t.Field, keyPath(data[:at]))
+			}
+		}
 		switch {
 		case path != "" && t.Field != "":
 			t.Field = path + "." + t.Field
@@ -287,6 +292,27 @@ func nonFinite(data []byte, off int64) (string, int) {
 		}
 	}
 	return "", 0
+}
+
+// fileKeys is field (encoding/json's path of the value, a.b.c) less the
+// parts that are no key of path, the value's key path in the file: the Go
+// name of an embedded struct, which encoding/json puts in the path too.
+func fileKeys(field, path string) string {
+	keys := map[string]bool{}
+	for _, k := range strings.Split(path, ".") {
+		k, _, _ = strings.Cut(k, "[")
+		keys[k] = true
+	}
+	var out []string
+	for _, k := range strings.Split(field, ".") {
+		if keys[k] {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return field
+	}
+	return strings.Join(out, ".")
 }
 
 // keyPath is the key path (a.b[2].c) of the value that starts where the

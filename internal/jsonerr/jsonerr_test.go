@@ -12,7 +12,14 @@ type quant struct {
 	Bits int `json:"bits"`
 }
 
+// spelt is a struct of fields config takes in as its own (an embedded
+// struct), whose Go name is no key.
+type spelt struct {
+	NEmbd int `json:"n_embd"`
+}
+
 type config struct {
+	spelt
 	Hidden int               `json:"hidden_size"`
 	Quant  quant             `json:"quantization"`
 	Meta   map[string]string `json:"__metadata__"`
@@ -42,6 +49,10 @@ func TestExplain(t *testing.T) {
 		{`{"hidden_size": true}`, `hidden_size is a JSON bool (true), want a whole number`},
 		{`{"model": []}`, `model is a JSON array, want an object`},
 		{`{"model": {"type": 5}}`, `model.type is a JSON number, want a string`},
+		// An embedded struct's Go name, which encoding/json puts in the
+		// path, is no key of the file.
+		{`{"n_embd": true}`, `n_embd is a JSON bool (true), want a whole number`},
+		{`{"model": {}, "n_embd": 8.5}`, `n_embd is a JSON number 8.5, want a whole number`},
 		{`[]`, `the file is a JSON array, want an object`},
 		{`{"hidden_size": "a \" quoted and much longer string than any quote needs"}`, `hidden_size is a JSON string ("a \" quoted and much longer string t..."), want a whole number`},
 		{"{\n  \"hidden_size\": x}", `not valid JSON at line 2, column 18: invalid character 'x' looking for beginning of value`},
