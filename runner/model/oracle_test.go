@@ -23,19 +23,19 @@ type oracleRow struct {
 	Config    string          `json:"config"`
 	Model     string          `json:"model"`
 
-	KVHeads     any             `json:"num_key_value_heads"`
-	HeadDim     any             `json:"head_dim"`
-	Window      *int            `json:"sliding_window"`
-	HiddenAct   *string         `json:"hidden_act"`
-	Tie         *bool           `json:"tie_word_embeddings"`
-	RMSNormEps  *float64        `json:"rms_norm_eps"`
-	LNEps       *float64        `json:"layer_norm_epsilon"`
-	NInner      any             `json:"n_inner"`
-	RopeParams  json.RawMessage `json:"rope_parameters"`
-	AttnBias    *bool           `json:"attention_bias"`
-	MLPBias     *bool           `json:"mlp_bias"`
-	NormTopK    *bool           `json:"norm_topk_prob"`
-	Intermediat *int            `json:"intermediate_size"`
+	KVHeads    any             `json:"num_key_value_heads"`
+	HeadDim    any             `json:"head_dim"`
+	Window     *int            `json:"sliding_window"`
+	HiddenAct  *string         `json:"hidden_act"`
+	Tie        *bool           `json:"tie_word_embeddings"`
+	RMSNormEps *float64        `json:"rms_norm_eps"`
+	LNEps      *float64        `json:"layer_norm_epsilon"`
+	NInner     any             `json:"n_inner"`
+	RopeParams json.RawMessage `json:"rope_parameters"`
+	AttnBias   *bool           `json:"attention_bias"`
+	MLPBias    *bool           `json:"mlp_bias"`
+	NormTopK   *bool           `json:"norm_topk_prob"`
+	Inter      *int            `json:"intermediate_size"`
 }
 
 // members are a JSON object's keys and values as the text gives them, in
@@ -130,7 +130,8 @@ var oracleUnread = []string{"bos_token_id", "pad_token_id", "initializer_range",
 // (as AutoConfig reads it, or building and running the model) mtlbench
 // refuses naming the key; every one it takes mtlbench takes (but for
 // oracleRefused), resolving the same key value heads, head size, window,
-// activation, tie, epsilon and RoPE base.
+// activation, tie, epsilon, RoPE base, biases, norm_topk_prob and MLP
+// width.
 func TestConfigAsTransformersReadsIt(t *testing.T) {
 	data, err := os.ReadFile(oracleFile)
 	if err != nil {
@@ -228,6 +229,18 @@ func oracleResolved(r oracleRow, c *Config) string {
 		if math.Abs(c.RopeTheta-p.Theta) > 0 {
 			ne("rope theta", c.RopeTheta, p.Theta)
 		}
+	}
+	if r.AttnBias != nil {
+		ne("attention_bias", c.OBias, *r.AttnBias)
+	}
+	if r.MLPBias != nil {
+		ne("mlp_bias", c.MLPBias, *r.MLPBias)
+	}
+	if r.NormTopK != nil {
+		ne("norm_topk_prob", c.NormTopK, *r.NormTopK)
+	}
+	if r.Inter != nil && !c.GPT2() {
+		ne("intermediate_size", c.Inter, *r.Inter)
 	}
 	if c.GPT2() && r.NInner != nil {
 		ne("n_inner", c.Inter, r.NInner)
