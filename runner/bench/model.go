@@ -103,31 +103,46 @@ func (w Workload) Arrivals() []time.Duration {
 // Prompts are the workload's prompts: seeded random token ids, the same for
 // every repetition.
 func (w Workload) Prompts(vocab int) [][]int32 {
-	rng := rand.New(rand.NewPCG(w.Seed, 7))
+	next := w.prompts(vocab)
 	out := make([][]int32, w.Requests)
-	lens, _ := w.Lengths()
 	for i := range out {
-		out[i] = make([]int32, w.Depth+lens[i])
-		for j := range out[i] {
-			out[i][j] = int32(rng.IntN(vocab))
-		}
+		out[i] = next()
 	}
 	return out
 }
 
-// requests are the workload's engine requests: its prompts, each to its
-// output length, each sampling from a seed of its own.
-func (w Workload) requests(vocab int) []engine.Request {
-	reqs := make([]engine.Request, w.Requests)
+// prompts returns Prompts one at a time, in order, each made when asked
+// for: a case of a million requests never holds them all.
+func (w Workload) prompts(vocab int) func() []int32 {
+	rng := rand.New(rand.NewPCG(w.Seed, 7))
+	lens, _ := w.Lengths()
+	i := 0
+	return func() []int32 {
+		p := make([]int32, w.Depth+lens[i])
+		for j := range p {
+			p[j] = int32(rng.IntN(vocab))
+		}
+		i++
+		return p
+	}
+}
+
+// requests returns the workload's engine requests one at a time, in order:
+// its prompts, each to its output length, each sampling from a seed of its
+// own.
+func (w Workload) requests(vocab int) func() engine.Request {
 	_, gens := w.Lengths()
-	for i, p := range w.Prompts(vocab) {
+	prompt := w.prompts(vocab)
+	i := 0
+	return func() engine.Request {
 		sp := w.Sampling
 		sp.Seed += uint64(i)
 		// The context before the prompt is filled first, in chunks that
 		// end at the depth, so the prompt is a step of its own.
-		reqs[i] = engine.Request{ID: i, Prompt: p, MaxNewTokens: gens[i], Sampling: sp, PrefillSplit: w.Depth}
+		r := engine.Request{ID: i, Prompt: prompt(), MaxNewTokens: gens[i], Sampling: sp, PrefillSplit: w.Depth}
+		i++
+		return r
 	}
-	return reqs
 }
 
 // KVTokens is the cache a workload needs to run without preemption: its
@@ -249,9 +264,19 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	defer e.Close()
 	defer m.noteTuned(e)
 	w := m.Work
-	reqs := w.requests(m.Config.Vocab)
-	times := make([]reqTimes, len(reqs))
-	next := 0
+	request := w.requests(m.Config.Vocab)
+	n := w.Requests
+	times := make([]reqTimes, n)
+	// Requests arrive (arrived: their times start) and are handed to the
+	// engine (next) as the scheduler can seat them: its queue holds as
+	// many as one step admits (every one without a seat limit), so each
+	// step admits what it would from all of them, while a case of a
+	// million requests holds a handful of prompts and samplers, not all.
+	arrived, next := 0, 0
+	queue := n
+	if m.Engine.MaxSeqs > 0 {
+		queue = m.Engine.MaxSeqs
+	}
 	arrivals := w.Arrivals()
 	var start time.Time
 	// due says whether request i has arrived by step (or, on the wall
@@ -264,17 +289,21 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		return w.Stagger == 0 || step >= i*w.Stagger, time.Now()
 	}
 	admit := func(step int) error {
-		for next < len(reqs) {
-			ok, at := due(next, step)
+		for arrived < n {
+			ok, at := due(arrived, step)
 			if !ok {
 				break
 			}
-			if err := e.Add(reqs[next]); err != nil {
+			// A request's latencies count from its arrival: waiting for
+			// the step in flight to end, or for a seat, is part of its
+			// time to first token.
+			times[arrived].added = at
+			arrived++
+		}
+		for next < arrived && e.Waiting() < queue {
+			if err := e.Add(request()); err != nil {
 				return err
 			}
-			// A request's latencies count from its arrival: waiting for
-			// the step in flight to end is part of its time to first token.
-			times[next].added = at
 			next++
 		}
 		return nil
@@ -303,19 +332,19 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	host.ResetPeakRSS()
 	others := m.othersResident() // in the peak from its start: not this case's
 	start = time.Now()
-	for step := 0; next < len(reqs) || e.Pending(); step++ {
+	for step := 0; next < n || e.Pending(); step++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if !e.Pending() && next < len(reqs) {
+		if !e.Pending() && next == arrived && arrived < n {
 			// Nothing runs until the next arrival: its steps would be
 			// empty, so the clock jumps to it (on the wall clock, waits).
 			if arrivals != nil {
-				if err := sleepUntil(ctx, start.Add(arrivals[next])); err != nil {
+				if err := sleepUntil(ctx, start.Add(arrivals[arrived])); err != nil {
 					return nil, err
 				}
 			} else {
-				step = max(step, next*w.Stagger)
+				step = max(step, arrived*w.Stagger)
 			}
 		}
 		if err := admit(step); err != nil {

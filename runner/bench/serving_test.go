@@ -293,9 +293,11 @@ cases:
 	if slices.Min(gens) == slices.Max(gens) || slices.Min(prompts) == slices.Max(prompts) {
 		t.Fatalf("the seed drew equal lengths %v, %v: the test would not tell", prompts, gens)
 	}
-	for i, r := range w.requests(100) {
-		if len(r.Prompt) != prompts[i] || r.MaxNewTokens != gens[i] {
-			t.Errorf("request %d: %d prompt tokens to %d new, want %d to %d", i, len(r.Prompt), r.MaxNewTokens, prompts[i], gens[i])
+	request := w.requests(100)
+	for i := range w.Requests {
+		r := request()
+		if r.ID != i || len(r.Prompt) != prompts[i] || r.MaxNewTokens != gens[i] {
+			t.Errorf("request %d (id %d): %d prompt tokens to %d new, want %d to %d", i, r.ID, len(r.Prompt), r.MaxNewTokens, prompts[i], gens[i])
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)

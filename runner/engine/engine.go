@@ -431,6 +431,10 @@ func (e *Engine) check(r Request) (*sched.Seq, error) {
 	return seq, nil
 }
 
+// Waiting is the number of requests queued and not yet running (preempted
+// ones included).
+func (e *Engine) Waiting() int { return e.sched.Waiting() }
+
 // Pending reports whether requests remain.
 func (e *Engine) Pending() bool { return e.flight != nil || e.sched.Pending() }
 
