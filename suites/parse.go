@@ -658,10 +658,11 @@ func (p *parser) thresholds(n *yaml.Node) {
 
 // thresholdsRecorded refuses a threshold on a metric no case of the suite
 // records: the gate would find it on neither side and pass every run. Only
-// a model case with an slo records goodput; other metrics that hang on the
+// a model case with an slo records goodput, and only one generating two
+// tokens or more the decode metrics; other metrics that hang on the
 // backend (the cost witness, device time) are left to the run.
 func (p *parser) thresholdsRecorded() {
-	var model, kernel, slo bool
+	var model, kernel, slo, decode bool
 	for _, c := range p.s.Cases {
 		if c.Kind == KindKernel {
 			kernel = true
@@ -669,11 +670,13 @@ func (p *parser) thresholdsRecorded() {
 		}
 		model = true
 		slo = slo || c.Model.SLO != nil
+		_, gen := c.Model.MaxLens()
+		decode = decode || gen > 1
 	}
 	var recorded []string
 	if model {
 		for _, m := range metrics.ModelCase {
-			if m != metrics.SLOMetric || slo {
+			if (m != metrics.SLOMetric || slo) && (decode || !slices.Contains(metrics.DecodeStep, m)) {
 				recorded = append(recorded, m)
 			}
 		}
@@ -689,6 +692,8 @@ func (p *parser) thresholdsRecorded() {
 		switch {
 		case name == metrics.SLOMetric && model:
 			why = "only a model case with an slo records it"
+		case slices.Contains(metrics.DecodeStep, name) && model:
+			why = "only a model case that decodes records it: a gen_len of 1 is sampled by the prefill"
 		case slices.Contains(metrics.ModelCase, name):
 			why = "model cases do"
 		case slices.Contains(metrics.KernelCase, name):

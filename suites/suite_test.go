@@ -573,6 +573,9 @@ func TestErrors(t *testing.T) {
 			`t.yaml:3:14: threshold ttft_ms: no case of this suite records it (model cases do) (its cases record us_per_call, gb_s, gflop_s, witness_us)`}},
 		{"goodput without an slo", head + "  - name: c\nthresholds: {goodput_per_s: 5%}\n", []string{
 			`t.yaml:5:14: threshold goodput_per_s: no case of this suite records it (only a model case with an slo records it) (its cases record ` + modelGated(false) + `)`}},
+		{"decode metric where no case decodes", head + "  - name: c\n    params: {gen_len: 1}\nthresholds: {ttft_ms: 5%, decode_tok_s: 5%, itl_p99_ms: 5%}\n", []string{
+			`t.yaml:6:27: threshold decode_tok_s: no case of this suite records it (only a model case that decodes records it: a gen_len of 1 is sampled by the prefill) (its cases record ` + prefillGated + `)`,
+			`t.yaml:6:45: threshold itl_p99_ms: no case of this suite records it (only a model case that decodes records it: a gen_len of 1 is sampled by the prefill) (its cases record ` + prefillGated + `)`}},
 		{"threshold only imports hold", head + "  - name: c\nthresholds: {total_tok_s: 5%}\n", []string{
 			`t.yaml:5:14: threshold total_tok_s: no case of this suite records it (only imports of other tools' results hold it) (its cases record ` + modelGated(false) + `)`}},
 
@@ -780,6 +783,18 @@ func TestErrors(t *testing.T) {
 
 // modelGated is the gated metrics model cases record, goodput only with
 // an slo.
+// prefillGated are the gated metrics of model cases that generate one
+// token: no decode step's.
+var prefillGated = func() string {
+	var out []string
+	for _, m := range metrics.GatedOf(metrics.ModelCase) {
+		if m != metrics.SLOMetric && !slices.Contains(metrics.DecodeStep, m) {
+			out = append(out, m)
+		}
+	}
+	return strings.Join(out, ", ")
+}()
+
 func modelGated(slo bool) string {
 	var out []string
 	for _, m := range metrics.GatedOf(metrics.ModelCase) {
@@ -796,6 +811,10 @@ func TestThresholdsOnRecordedMetrics(t *testing.T) {
 	for _, src := range []string{
 		head + "  - name: c\n    params: {slo: \"ttft:500\"}\n  - name: d\nthresholds: {goodput_per_s: 5%, decode_tok_s: 5%}\n",
 		head + "  - name: c\n  - name: k\n    op: rms_norm\n    params: {tokens: 1, width: 8}\nthresholds: {us_per_call: 5%, ttft_ms: 5%}\n",
+		// One case that decodes records the decode metrics, as does one
+		// whose range draws two tokens.
+		head + "  - name: c\n    params: {gen_len: 1}\n  - name: d\n    params: {gen_len: 2}\nthresholds: {decode_tok_s: 5%}\n",
+		head + "  - name: c\n    params: {gen_len: 1, range_ratio: 0.5}\nthresholds: {tpot_ms: 5%}\n",
 	} {
 		if _, err := Parse("t.yaml", []byte(src)); err != nil {
 			t.Errorf("%v\n--- input:\n%s", err, src)

@@ -90,6 +90,17 @@ var (
 	Imported = []string{"prompt_gen_tok_s", "peak_memory_bytes", "total_tok_s"}
 )
 
+// DecodeStep are the model cases' metrics of decode steps and of the gaps
+// between a request's tokens: only a case whose requests generate two
+// tokens or more records them, as one token is sampled by the prefill.
+var DecodeStep = []string{
+	"decode_tok_s", "tpot_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms",
+	"step_ms", "encode_ms", "encode_frac", "sample_ms", "device_ms", "device_frac",
+	"bytes_per_step", "achieved_gb_s", "roofline_frac", "dispatches_per_step",
+	"witness_bytes_per_step", "witness_traffic_efficiency", "witness_footprint_bytes_per_step",
+	"witness_footprint_efficiency", "witness_tok_s", "witness_lanes_per_load", "witness_critical_loads",
+}
+
 // SLOMetric is the model cases' metric only a case with an slo records:
 // the requests a second that meet every bound.
 const SLOMetric = "goodput_per_s"
