@@ -172,6 +172,9 @@ type Engine struct {
 	// logits is the host's copy of a sampling step's logits, kept for the
 	// next (a row of Qwen3's vocabulary is 600 KB).
 	logits []float32
+	// scratch is what every request's sampler draws in, one after another
+	// (finish): one vocabulary's, not one per sampled sequence.
+	scratch *sample.Scratch
 }
 
 type reqState struct {
@@ -346,7 +349,7 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{be: be, cfg: cfg, src: src, opts: opts, w: w, kv: kv, rotary: cfg.Rotary(), reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, wsCap: wsCap, tuned: tuned, kvdt: kvdt,
+	e := &Engine{be: be, cfg: cfg, src: src, opts: opts, w: w, kv: kv, rotary: cfg.Rotary(), reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, scratch: new(sample.Scratch), wsCap: wsCap, tuned: tuned, kvdt: kvdt,
 		wdt: src.DType()}
 	for l := 0; l < cfg.Layers; l++ {
 		k, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
@@ -395,7 +398,7 @@ func (e *Engine) Add(r Request) error {
 	if err := e.sched.Add(seq); err != nil {
 		return err
 	}
-	e.reqs[r.ID] = &reqState{req: r, seq: seq, sampler: sample.New(r.Sampling, uint64(r.ID))}
+	e.reqs[r.ID] = &reqState{req: r, seq: seq, sampler: sample.NewIn(r.Sampling, uint64(r.ID), e.scratch)}
 	return nil
 }
 

@@ -74,8 +74,17 @@ func Of(s suites.Sampling) Params {
 // Sampler draws tokens for one request; its generator is seeded so a run is
 // reproducible.
 type Sampler struct {
-	p     Params
-	rng   *rand.Rand
+	p   Params
+	rng *rand.Rand
+	*Scratch
+}
+
+// Scratch is what a draw works in, sized by the vocabulary: 1.2 MiB after
+// a top-p draw over Qwen3's 151,936 logits. Samplers whose draws never
+// overlap (an engine's, which draws each sampled row of a step in turn)
+// share one (NewIn), so a batch of sampled sequences holds one, not one
+// each, which no fit check counts.
+type Scratch struct {
 	probs []float32
 	idx   []int
 	heap  []int
@@ -90,10 +99,15 @@ type Sampler struct {
 	count       []int
 }
 
-// New returns a sampler; stream separates the random streams of requests
-// that share a seed.
-func New(p Params, stream uint64) *Sampler {
-	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, stream))}
+// New returns a sampler with a scratch of its own; stream separates the
+// random streams of requests that share a seed.
+func New(p Params, stream uint64) *Sampler { return NewIn(p, stream, nil) }
+
+// NewIn returns a sampler drawing in sc, which other samplers may share as
+// long as their draws never overlap; nil: one of its own, made at its
+// first draw (a greedy sampler never makes one).
+func NewIn(p Params, stream uint64, sc *Scratch) *Sampler {
+	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, stream)), Scratch: sc}
 }
 
 // Next picks a token from logits. With a temperature T it ranks the
@@ -110,6 +124,9 @@ func New(p Params, stream uint64) *Sampler {
 func (s *Sampler) Next(logits []float32) int32 {
 	if s.p.Greedy() {
 		return int32(argmax(logits))
+	}
+	if s.Scratch == nil {
+		s.Scratch = new(Scratch)
 	}
 	u := s.rng.Float64()
 	n := len(logits)
