@@ -230,7 +230,11 @@ func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 // checkKVBlocks refuses a case whose kv_blocks cannot hold one request of
 // depth + prompt + gen tokens, which could never run. Fewer blocks than
 // the batch needs side by side is what kv_blocks is for: the scheduler
-// preempts, and the case records how often (`preemptions`).
+// preempts, and the case records how often (`preemptions`). But fewer than
+// the batch's prompts take, where each is prefilled whole (no
+// prefill_budget, no depth) and all arrive at once, preempt nothing: the
+// scheduler seats a request only where its prompt fits, so the batch would
+// run a part at a time under its label, as a max_seqs below it would.
 func checkKVBlocks(s *suites.Suite, c suites.Case) error {
 	mp := c.Model
 	kb, bs := mp.KVBlocks, mp.BlockSize
@@ -238,11 +242,20 @@ func checkKVBlocks(s *suites.Suite, c suites.Case) error {
 		return nil
 	}
 	pl, gl := mp.MaxLens()
+	// Named as the position checks name theirs: a matrix's line, or a
+	// --set that replaced it, holds many cases.
 	if need := (mp.Depth + pl + gl + bs - 1) / bs; need > kb {
-		// Named as the position checks name theirs: a matrix's line, or a
-		// --set that replaced it, holds many cases.
 		return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d hold %d tokens, but one request of %d+%d tokens needs %d blocks of %d (hint: raise kv_blocks)",
 			c.Name, kb, kb*bs, mp.Depth+pl, gl, need, bs)
+	}
+	if mp.PrefillBudget > 0 || mp.Depth > 0 || mp.Stagger > 0 || mp.Rate > 0 {
+		return nil
+	}
+	// The shortest prompts a range draws: longer ones only take more.
+	shortest, _ := suites.LenBounds(mp.PromptLen, mp.RangeRatio, 1)
+	if per := (shortest + bs - 1) / bs; mp.Batch*per > kb {
+		return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d seat %d of the batch's %d prompts of %d tokens (%d blocks of %d each), so the batch would run a part at a time under its label and nothing is preempted (hint: raise kv_blocks to %d or more, or lower batch to %d)",
+			c.Name, kb, kb/per, mp.Batch, shortest, per, bs, mp.Batch*per, max(kb/per, 1))
 	}
 	return nil
 }

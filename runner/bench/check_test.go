@@ -107,6 +107,50 @@ cases:
 	}
 }
 
+// A kv_blocks too few for the batch's prompts side by side, each
+// prefilled whole as they all arrive at once, is refused: the scheduler
+// seats a request only where its prompt fits, so the batch would run a
+// part at a time under its label, preempting nothing. A prefill budget, a
+// depth or staggered arrivals seat the batch a chunk at a time, and
+// preemption does the rest.
+func TestCheckKVBlocksSeatTheBatch(t *testing.T) {
+	for _, c := range []struct {
+		name, params, want string
+	}{
+		{"one request's blocks", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 3",
+			":7:64: case c: kv_blocks=3 seat 1 of the batch's 4 prompts of 17 tokens (3 blocks of 8 each), so the batch would run a part at a time under its label and nothing is preempted (hint: raise kv_blocks to 12 or more, or lower batch to 1)"},
+		{"a block short", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 11",
+			"kv_blocks=11 seat 3 of the batch's 4 prompts"},
+		{"the shortest prompts a range draws", "batch: 3, prompt_len: 20, gen_len: 4, range_ratio: 0.5, kv_blocks: 5",
+			"kv_blocks=5 seat 2 of the batch's 3 prompts of 10 tokens"},
+		{"the prompts side by side", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 12", ""},
+		{"a prefill budget", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 3, prefill_budget: 8", ""},
+		{"at a depth", "batch: 4, prompt_len: 9, gen_len: 5, depth: 8, kv_blocks: 3", ""},
+		{"staggered", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 3, arrival: 'stagger:2'", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := loadSuite(t, `name: kv
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+params: { block_size: 8 }
+cases:
+  - name: c
+    params: { `+c.params+` }
+`)
+			err := Check(s, nil)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v, want it to say %q", err, c.want)
+			}
+		})
+	}
+}
+
 // Layers beyond the model are refused at the value that sets them, a
 // case's or the model's, by Check and by run alike.
 func TestCheckLayers(t *testing.T) {
