@@ -466,6 +466,22 @@ func (s *Suite) Override(set map[string]string) error {
 	if err := p.errs.err(); err != nil {
 		return fmt.Errorf("--set: %w", err)
 	}
+	// What the cases record now: --set gen_len=1 takes every decode step
+	// away, and with it what a threshold on decode_tok_s would compare.
+	if len(s.Thresholds) > 0 && len(overrides) > 0 {
+		var args []string
+		for _, pr := range overrides {
+			args = append(args, fmt.Sprintf("--set %s=%s", pr.name, set[pr.name]))
+		}
+		tp := &parser{file: "--set", s: &Suite{Cases: cases, Thresholds: s.Thresholds}, thresholdAt: map[string]Pos{}}
+		for name := range s.Thresholds {
+			tp.thresholdAt[name] = Pos{File: fmt.Sprintf("%s (the threshold at %s)", strings.Join(args, " "), s.Positions["thresholds."+name])}
+		}
+		tp.thresholdsRecorded()
+		if err := tp.errs.err(); err != nil {
+			return err
+		}
+	}
 	s.Cases = cases
 	return nil
 }

@@ -344,6 +344,34 @@ func TestOverrideSweepCountedFirst(t *testing.T) {
 	}
 }
 
+// A --set that takes away what a threshold compares (gen_len=1: no case
+// decodes) is refused as the file would be, naming the --set and the
+// threshold's line; one that leaves a case decoding is kept.
+func TestOverrideKeepsThresholdsRecorded(t *testing.T) {
+	src := head + "  - name: c\n    params: {gen_len: 4}\nthresholds: {ttft_ms: 5%, decode_tok_s: 5%}\n"
+	for _, tt := range []struct {
+		set  map[string]string
+		want string
+	}{
+		{map[string]string{"gen_len": "1"}, "--set gen_len=1 (the threshold at t.yaml:6:41): threshold decode_tok_s: no case of this suite records it (only a model case that decodes records it: a gen_len of 1 is sampled by the prefill)"},
+		{map[string]string{"gen_len": "[1, 2]"}, ""},
+		{map[string]string{"gen_len": "1", "range_ratio": "0.5"}, ""},
+		{map[string]string{"batch": "2"}, ""},
+	} {
+		s := mustParse(t, src)
+		err := s.Override(tt.set)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("--set %v: %v", tt.set, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("--set %v: %v, want it to say %q", tt.set, err, tt.want)
+		}
+	}
+}
+
 // A --set list of an integer parameter takes ranges as a matrix list does
 // (1-4, 1-16*2, [1-2, 8]), sweeping their values; a bad range or a value
 // twice is refused naming the --set.
