@@ -219,11 +219,14 @@ func (cb *commandBuffer) wait() {
 		cb.end = rt.sendDouble(id, sel.gpuEndTime)
 		if status != cbStatusComplete {
 			nserr := msg(id, sel.error_)
-			code := uintptr(0)
+			var code int64
 			if nserr != 0 {
-				code = msg(nserr, sel.code)
+				code = int64(msg(nserr, sel.code)) // an NSInteger
 			}
-			cb.err = fmt.Errorf("metal: command buffer %s (MTLCommandBufferError %d): %s", statusName(status), code, errorText(nserr))
+			cb.mu.Lock()
+			kernels := cb.kernels
+			cb.mu.Unlock()
+			cb.err = commandBufferError(uint64(status), nserr != 0, code, errorText(nserr), kernels)
 		}
 		if cb.timed > 0 {
 			cb.resolvePassTimes()
@@ -233,24 +236,6 @@ func (cb *commandBuffer) wait() {
 	cb.samples = nil
 	cb.ref.drop()
 	cb.id = 0
-}
-
-func statusName(s uintptr) string {
-	switch s {
-	case 0:
-		return "not enqueued"
-	case 1:
-		return "enqueued"
-	case 2:
-		return "committed"
-	case 3:
-		return "scheduled"
-	case cbStatusComplete:
-		return "completed"
-	case cbStatusError:
-		return "failed"
-	}
-	return fmt.Sprintf("in status %d", s)
 }
 
 // GPUTime is GPUStartTime and GPUEndTime, seconds of host time; valid

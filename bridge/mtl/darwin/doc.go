@@ -29,8 +29,8 @@
 //     file:line:col.
 //
 // The files without a build constraint (sources and includes, function
-// constants, the recording and checking of encoder calls, the optional
-// interfaces) are plain Go and are tested on every OS. Everything that calls
+// constants, the recording and checking of encoder calls, the wording of a
+// failed command buffer's error, the optional interfaces) are plain Go and are tested on every OS. Everything that calls
 // into Apple's frameworks is built for darwin/arm64 only: Intel Macs pass
 // MTLSize by value and return structs through objc_msgSend_stret, which this
 // package does not do, so there New reports that Metal is unavailable.

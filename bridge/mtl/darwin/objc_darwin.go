@@ -14,16 +14,14 @@ import (
 // The frameworks, by their install names (they live in the dyld shared
 // cache; dlopen finds them there by these paths).
 const (
-	libObjC          = "/usr/lib/libobjc.A.dylib"
-	libFoundation    = "/System/Library/Frameworks/Foundation.framework/Foundation"
-	libCoreGraphics  = "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics"
-	libMetal         = "/System/Library/Frameworks/Metal.framework/Metal"
-	nsUTF8Encoding   = 4 // NSUTF8StringEncoding
-	storageShared    = 0 // MTLResourceStorageModeShared (MTLStorageModeShared << 4), default cache, tracked hazards
-	barrierBuffers   = 1 // MTLBarrierScopeBuffers
-	samplingStage    = 0 // MTLCounterSamplingPointAtStageBoundary
-	cbStatusComplete = 4 // MTLCommandBufferStatusCompleted
-	cbStatusError    = 5 // MTLCommandBufferStatusError
+	libObjC         = "/usr/lib/libobjc.A.dylib"
+	libFoundation   = "/System/Library/Frameworks/Foundation.framework/Foundation"
+	libCoreGraphics = "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics"
+	libMetal        = "/System/Library/Frameworks/Metal.framework/Metal"
+	nsUTF8Encoding  = 4 // NSUTF8StringEncoding
+	storageShared   = 0 // MTLResourceStorageModeShared (MTLStorageModeShared << 4), default cache, tracked hazards
+	barrierBuffers  = 1 // MTLBarrierScopeBuffers
+	samplingStage   = 0 // MTLCounterSamplingPointAtStageBoundary
 )
 
 // rt is the Objective-C runtime and the few C functions this package calls.

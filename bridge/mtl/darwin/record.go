@@ -3,6 +3,7 @@ package darwin
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -102,7 +103,8 @@ type recording struct {
 	open      *encoder
 	encErr    error // first encoding mistake
 	committed bool
-	timed     int // timed passes
+	timed     int      // timed passes
+	kernels   []string // the kernels dispatched, each once, in order: a failed command buffer names them
 }
 
 func (r *recording) fail(err error) {
@@ -326,7 +328,14 @@ func (e *encoder) dispatch(code opCode, groups, tpg, grid [3]int) {
 		o.g = mtlSize{uint64(grid[0]), uint64(grid[1]), uint64(grid[2])}
 	}
 	o.t = mtlSize{uint64(tpg[0]), uint64(tpg[1]), uint64(tpg[2])}
-	e.add(o)
+	e.r.mu.Lock()
+	if !e.r.committed {
+		e.r.ops = append(e.r.ops, o)
+		if !slices.Contains(e.r.kernels, p.name) {
+			e.r.kernels = append(e.r.kernels, p.name)
+		}
+	}
+	e.r.mu.Unlock()
 }
 
 // MemoryBarrier is memoryBarrierWithScope:MTLBarrierScopeBuffers.
