@@ -273,23 +273,15 @@ func (e *encoder) SetThreadgroupMemoryLength(length, index int) {
 	}
 }
 
-func (e *encoder) DispatchThreadgroups(groups, tpg [3]int) {
-	e.dispatch(opGroups, groups, tpg, [3]int{groups[0] * tpg[0], groups[1] * tpg[1], groups[2] * tpg[2]})
-}
+func (e *encoder) DispatchThreadgroups(groups, tpg [3]int) { e.dispatch(opGroups, groups, tpg) }
 
-func (e *encoder) DispatchThreads(threads, tpg [3]int) {
-	var groups [3]int
-	for i := range groups {
-		if tpg[i] > 0 {
-			groups[i] = (threads[i] + tpg[i] - 1) / tpg[i]
-		}
-	}
-	e.dispatch(opThreads, groups, tpg, threads)
-}
+func (e *encoder) DispatchThreads(threads, tpg [3]int) { e.dispatch(opThreads, threads, tpg) }
 
 // dispatch checks what Metal's API validation would (a GPU given a bad
-// dispatch faults or hangs instead) and records it.
-func (e *encoder) dispatch(code opCode, groups, tpg, grid [3]int) {
+// dispatch faults or hangs instead) and records it: size is threadgroups
+// for opGroups, threads for opThreads, checked by bridge/mtl's rule, which
+// the emulator shares.
+func (e *encoder) dispatch(code opCode, size, tpg [3]int) {
 	if !e.usable("dispatch") {
 		return
 	}
@@ -298,21 +290,19 @@ func (e *encoder) dispatch(code opCode, groups, tpg, grid [3]int) {
 		e.fail("dispatch without SetPipeline")
 		return
 	}
-	n := 1
-	for i := 0; i < 3; i++ {
-		if tpg[i] <= 0 || groups[i] < 0 || grid[i] < 0 || grid[i] >= 1<<32 {
-			e.fail("kernel %s: bad dispatch size: %v threadgroups of %v threads", p.name, groups, tpg)
-			return
-		}
-		n *= tpg[i]
+	check := mtl.CheckThreads
+	if code == opGroups {
+		check = mtl.CheckThreadgroups
 	}
-	if groups[0]*groups[1]*groups[2] == 0 {
-		return // nothing to run; Metal rejects empty dispatches
-	}
-	if n > p.maxTotal {
-		e.fail("kernel %s: %d threads per threadgroup exceed the pipeline's %d", p.name, n, p.maxTotal)
+	d, err := check(p.name, size, tpg, p.maxTotal)
+	if err != nil {
+		e.fail("%v", err)
 		return
 	}
+	if d.Empty {
+		return // nothing to run; Metal rejects empty dispatches
+	}
+	groups, grid := d.Groups, d.Grid
 	dyn := 0
 	for _, l := range e.tgmem {
 		dyn += l

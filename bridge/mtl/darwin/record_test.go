@@ -91,6 +91,11 @@ func TestRecordingErrors(t *testing.T) {
 		}, "kernel k: bad dispatch size"},
 		{func(e mtl.ComputeEncoder) {
 			e.SetPipeline(p)
+			// 2^32·2^32 threads per threadgroup wrap around to 0.
+			e.DispatchThreads([3]int{64, 64, 1}, [3]int{1 << 32, 1 << 32, 1})
+		}, "kernel k: bad dispatch size"},
+		{func(e mtl.ComputeEncoder) {
+			e.SetPipeline(p)
 			e.SetThreadgroupMemoryLength(20<<10, 1)
 			e.DispatchThreadgroups([3]int{1, 1, 1}, [3]int{32, 1, 1})
 		}, "kernel k: 36864 bytes of threadgroup memory (16384 static, 20480 dynamic) exceed the device's 32768"},

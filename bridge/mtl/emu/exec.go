@@ -360,22 +360,17 @@ func (e *encoder) SetThreadgroupMemoryLength(length, index int) {
 }
 
 func (e *encoder) DispatchThreadgroups(groups, tpg [3]int) {
-	e.dispatch(groups, tpg, [3]int{groups[0] * tpg[0], groups[1] * tpg[1], groups[2] * tpg[2]})
+	e.dispatch(mtl.CheckThreadgroups, groups, tpg)
 }
 
 func (e *encoder) DispatchThreads(threads, tpg [3]int) {
-	var groups [3]int
-	for i := range groups {
-		if tpg[i] > 0 {
-			groups[i] = (threads[i] + tpg[i] - 1) / tpg[i]
-		}
-	}
-	e.dispatch(groups, tpg, threads)
+	e.dispatch(mtl.CheckThreads, threads, tpg)
 }
 
 // dispatch validates a dispatch as Metal's API validation would and
-// captures its arguments.
-func (e *encoder) dispatch(groups, tpg, grid [3]int) {
+// captures its arguments; check is bridge/mtl's rule for the sizes, which
+// the darwin device shares.
+func (e *encoder) dispatch(check func(string, [3]int, [3]int, int) (mtl.Dispatch, error), size, tpg [3]int) {
 	if !e.usable("dispatch") {
 		return
 	}
@@ -385,21 +380,15 @@ func (e *encoder) dispatch(groups, tpg, grid [3]int) {
 		return
 	}
 	name := p.k.Name
-	n := 1
-	for i := 0; i < 3; i++ {
-		if tpg[i] <= 0 || groups[i] < 0 || grid[i] < 0 || grid[i] >= 1<<32 {
-			e.fail("kernel %s: bad dispatch size: %v threadgroups of %v threads", name, groups, tpg)
-			return
-		}
-		n *= tpg[i]
-	}
-	if groups[0]*groups[1]*groups[2] == 0 {
+	sz, err := check(name, size, tpg, p.maxTotal)
+	if err != nil {
+		e.fail("%v", err)
 		return
 	}
-	if n > p.maxTotal {
-		e.fail("kernel %s: %d threads per threadgroup exceed the pipeline's %d", name, n, p.maxTotal)
+	if sz.Empty {
 		return
 	}
+	groups, grid := sz.Groups, sz.Grid
 	d := &cDesc{abi: abi, kernel: p.index, tgmax: int64(p.lib.dev.MaxThreadgroupMemoryLength())}
 	if !p.lib.dev.opts.NoRaceCheck {
 		d.flags |= 1
