@@ -1254,7 +1254,7 @@ func TestKernelPointerArguments(t *testing.T) {
 // dispatch, naming its line (docs/msl-subset.md).
 func TestAddressSpaceConversions(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
-	const head = "#include <metal_stdlib>\nusing namespace metal;\nfloat first(device float* p) { return p[0]; }\nfloat tg_first(threadgroup float* p) { return p[0]; }\nfloat t_first(thread const float* p) { return p[0]; } float p_first(const float* p) { return p[0]; }\n"
+	const head = "#include <metal_stdlib>\nusing namespace metal;\nfloat first(device float* p) { return p[0]; }\nfloat tg_first(threadgroup float* p) { return p[0]; }\nfloat t_first(thread const float* p) { return p[0]; } float p_first(const float* p) { return p[0]; } void p_inc(float& r) { r += 1; }\n"
 	kernel := func(name, body string) string {
 		return "kernel void " + name + "(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { threadgroup float tg[32]; float local[4] = {1, 2, 3, 4}; tg[i] = x[i]; threadgroup_barrier(mem_flags::mem_threadgroup); " + body + "; }\n"
 	}
@@ -1309,6 +1309,13 @@ func TestAddressSpaceConversions(t *testing.T) {
 		{"x[i] = p_first(local) + p_first(&local[2])", ok},
 		{"x[i] = p_first(&x[i])", fails},
 		{"x[i] = p_first(&tg[i])", fails},
+		{"float& r = local[2]; float& s = r, &u = local[1]; p_inc(local[3]); x[i] = r + s + u + local[3]", ok},
+		{"const float& c = x[i]; float const& d = tg[i]; x[i] = c + d", ok},
+		{"float& r = x[i]; x[i] = r + 1", fails},
+		{"float& r = local[2], &s = tg[i]; x[i] = r + s", fails},
+		{"vec<float, 4> v = 0; vec<float, 4>& w = v; w = *(device float4*)x; x[i] = w.x", ok},
+		{"x[i] = 1; p_inc(x[i])", fails},
+		{"p_inc(tg[i]); x[i] = tg[i]", fails},
 	}
 	// The cases that build share one library: each library loaded maps its
 	// own fiber stacks.
@@ -1326,7 +1333,8 @@ func TestAddressSpaceConversions(t *testing.T) {
 	}
 	for j, c := range cases {
 		at := fmt.Sprintf("k.metal:%d:", 6+j)
-		if strings.HasPrefix(c.body, "x[i] = t_first(&") || strings.HasPrefix(c.body, "x[i] = p_first(&") {
+		if strings.HasPrefix(c.body, "x[i] = t_first(&") || strings.HasPrefix(c.body, "x[i] = p_first(&") || strings.Contains(c.body, "p_inc(x") ||
+			strings.HasPrefix(c.body, "p_inc(tg") {
 			at = "k.metal:5:" // the thread pointer parameter's line
 		}
 		if c.want == build {

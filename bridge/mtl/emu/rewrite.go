@@ -492,6 +492,10 @@ func (r *rewriter) walk() {
 				r.threadPtr[r.text(i-1)] = true
 				r.threadInit(i+1, false, false)
 			}
+			// So is a reference (`float& r = x[i];`).
+			if t.text == "=" && r.parens == 0 && r.inFunction() && r.plainRefDecl(i) {
+				r.threadInit(i+1, true, false)
+			}
 			continue
 		}
 		if r.knames[t.text] && r.inFunction() {
@@ -767,11 +771,13 @@ func (r *rewriter) functionBody(i int) (body bool, params int) {
 	return false, -1
 }
 
-// plainPtrParams gives each pointer parameter declared without an address
-// space (`float first(float* p)`), which MSL makes a thread pointer, the
-// check of a `thread` one (threadParam), in the function whose parameter
-// list opens at open. A template's are left alone: its T may stand for an
-// address space's type (`device float`), which the emulator's types drop.
+// plainPtrParams gives each pointer or reference parameter declared
+// without an address space (`float first(float* p)`, `void inc(float& r)`),
+// which MSL makes a thread pointer or reference, the check of a `thread`
+// one (threadParam), in the function whose parameter list opens at open. A
+// template's are left alone: its T may stand for an address space's type
+// (`device float`), which the emulator's types drop. So is a const
+// reference, which may bind a temporary.
 func (r *rewriter) plainPtrParams(open int) {
 	if open < 0 {
 		return
@@ -805,14 +811,15 @@ func (r *rewriter) plainPtrParams(open int) {
 		for r.text(q) == "const" || r.text(q) == "volatile" {
 			q--
 		}
-		plain := n > start && r.tok(n).kind == tIdent && r.text(q) == "*"
+		ref := r.text(n-1) == "&"
+		plain := n > start && r.tok(n).kind == tIdent && (r.text(q) == "*" || ref)
 		for j := start; j < n && plain; j++ {
-			if thisSpaces[r.text(j)] != 0 || notTypeWords[r.text(j)] || r.attrAt[j] != nil {
+			if thisSpaces[r.text(j)] != 0 || notTypeWords[r.text(j)] || r.attrAt[j] != nil || ref && r.text(j) == "const" {
 				plain = false
 			}
 		}
 		if plain {
-			r.threadParam(start, n, false)
+			r.threadParam(start, n, ref)
 		}
 		start = k + 1
 	}
@@ -1529,6 +1536,37 @@ func (r *rewriter) plainPtrDecl(eq int) bool {
 				return false
 			}
 		case t.text == "::":
+		case t.kind == tIdent && !notTypeWords[t.text]:
+			typ = true
+		default:
+			return false
+		}
+	}
+	return typ
+}
+
+// plainRefDecl reports whether the '=' at eq initialises a reference that
+// a statement declares without an address space (`float& r = e;`), which
+// MSL makes a thread reference. A const one may bind a temporary, whose
+// address is not taken, and is left alone, as `thread const T&` is.
+func (r *rewriter) plainRefDecl(eq int) bool {
+	k := eq - 1
+	if r.tok(k).kind != tIdent || r.text(k-1) != "&" {
+		return false
+	}
+	typ := false
+	for k -= 2; k >= 0; k-- {
+		t := r.tok(k)
+		switch {
+		case t.text == ";" || t.text == "{" || t.text == "}":
+			return typ
+		case t.text == ">":
+			if k = r.matchBack(k); k < 0 {
+				return false
+			}
+		case t.text == "::":
+		case t.text == "const":
+			return false
 		case t.kind == tIdent && !notTypeWords[t.text]:
 			typ = true
 		default:

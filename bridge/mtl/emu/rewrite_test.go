@@ -350,9 +350,10 @@ func TestRewriteAutoSwizzles(t *testing.T) {
 	}
 }
 
-// A function's pointer parameter without an address space is a thread
-// pointer, and gets the check of one declared `thread`; a template's, whose
-// T may name an address space, does not.
+// A function's pointer or reference parameter without an address space is
+// a thread pointer or reference, and gets the check of one declared
+// `thread`; a template's, whose T may name an address space, and a const
+// reference, which may bind a temporary, do not.
 func TestRewritePlainPointerParams(t *testing.T) {
 	const check = "::metal::__emu::thread_check("
 	for _, tc := range []struct {
@@ -366,7 +367,10 @@ func TestRewritePlainPointerParams(t *testing.T) {
 		{"struct S { float get(float* p) const { return *p; } };", 1},
 		{"template <typename T> T f(T* p) { return *p; }", 0},
 		{"float f(device float* p, constant float* c, threadgroup float* t) { return *p + *c + *t; }", 0},
-		{"float f(float& r, float x) { return r + x; }", 0},
+		{"float f(float& r, float x) { return r + x; }", 1},
+		{"void f(vec<float, 4>& v, thread float& t) { v.x = t; }", 2},
+		{"float f(const float& r, float const& s, constant float& c) { return r + s + c; }", 0},
+		{"template <typename T> void f(T& r) { r += 1; }", 0},
 		{"float f(float* p);", 0},
 	} {
 		out, _, _ := rewriteOK(t, tc.src+"\n")
