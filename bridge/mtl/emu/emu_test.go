@@ -704,6 +704,41 @@ func TestMixedTypeArguments(t *testing.T) {
 	}
 }
 
+// MSL has no double: an unsuffixed floating literal is a float, where C++
+// makes it a double, so arithmetic with one rounds to float at each step,
+// as on a Mac (docs/msl-subset.md).
+func TestFloatLiterals(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	cases := []struct {
+		expr string
+		x    float32
+		want float32
+	}{
+		{"sizeof(0.1) + sizeof(1e-5) + sizeof(2.) + sizeof(.5e1) + sizeof(0x1p-3)", 0, 20},
+		{"x[i] * 0.1", 9, 9 * float32(0.1)}, // 0.90000004; in double, 0.9
+		{"16777216.0 + 1.0 + x[i]", 1, 16777216},
+		{"x[i] + 0x1p-24 + 0x1p-24", 1, 1},
+		{"x[i] * 1.5h + 0x10 + 1.5f + 2", 2, 2*1.5 + 16 + 1.5 + 2},
+	}
+	src := "#include <metal_stdlib>\nusing namespace metal;\n"
+	for j, c := range cases {
+		src += fmt.Sprintf("kernel void k%d(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { auto v = %s; x[i] = v; }\n", j, c.expr)
+	}
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, c := range cases {
+		b := f32Buf(t, dev, []float32{c.x})
+		if err := run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: b}); err != nil {
+			t.Fatal(err)
+		}
+		if got := f32s(b)[0]; got != c.want {
+			t.Errorf("%s with x = %g: %.9g, want %.9g", c.expr, c.x, got, c.want)
+		}
+	}
+}
+
 // Metal has no variable-length arrays, and a function constant is no
 // constant expression (its value comes with the pipeline): an array sized
 // by either does not build on a Mac, and clang's C++ extension must not

@@ -471,7 +471,7 @@ func (r *rewriter) walk() {
 		}
 		switch t.kind {
 		case tNumber:
-			r.halfLiteral(i)
+			r.floatLiteral(i)
 			continue
 		case tIdent:
 		default:
@@ -1307,9 +1307,21 @@ func (r *rewriter) vcast(i int) int {
 	return end + 1
 }
 
-func (r *rewriter) halfLiteral(i int) {
+// floatLiteral gives the floating literal at token i its MSL type: `1.0h`
+// is a half, and an unsuffixed one (`0.1`, `1e-5`, `0x1p-3`), which C++
+// makes a double, a float, as MSL has no double: `x * 0.1` multiplies
+// floats and `16777216.0 + 1.0` rounds to 16777216, as on a Mac.
+func (r *rewriter) floatLiteral(i int) {
 	s := r.toks[i].text
-	if strings.HasPrefix(strings.ToLower(s), "0x") || !strings.HasSuffix(strings.ToLower(s), "h") {
+	low := strings.ToLower(s)
+	hex := strings.HasPrefix(low, "0x")
+	if last := low[len(low)-1]; last >= '0' && last <= '9' || last == '.' {
+		if hex && strings.Contains(low, "p") || !hex && strings.ContainsAny(low, ".e") {
+			r.replace(i, i, s+"f")
+		}
+		return
+	}
+	if hex || !strings.HasSuffix(low, "h") {
 		return
 	}
 	num := s[:len(s)-1]

@@ -76,6 +76,7 @@ void f(float4 a, int4 i) {
   F4 d = F4(i);
   float4 e = (float4)i + (float4)(1.0f);
   half h = 0.5h;
+  float l = 0.1 + 1e-5 + 2. + .5e3 + 0x1p-3 + 0x1F + 1.5f + 1 + 1e+2L;
   float s = sizeof(float4);
   metal::vec<bool, 2> m = vec<bool, 2>(true) || (vec<bool, 2>)i.xy;
   float4 sc = static_cast<float4>(i) + static_cast<float4&>(a) + static_cast<vec<float, 4>>(a < 0.0f);
@@ -90,6 +91,7 @@ void f(float4 a, int4 i) {
 		"::metal::__emu::make<F4 >(i)",
 		"::metal::__emu::vcast<float4 >() * i + ::metal::__emu::vcast<float4 >() * (1.0f)",
 		"half h = ((half)0.5f)",
+		"float l = 0.1f + 1e-5f + 2.f + .5e3f + 0x1p-3f + 0x1F + 1.5f + 1 + 1e+2L;",
 		"sizeof(float4)",
 		"::metal::__emu::make<float4 >(::metal::__emu::cmp_value(a < b), ::metal::__emu::cmp_value(a.xy == 0.0f) && m, ::metal::__emu::cmp_value(!(::metal::__emu::cmp_value(i > 0))), i >> 1) + ::metal::__emu::vcast<float4 >() * (::metal::__emu::cmp_value(i >= 2)) + ::metal::__emu::make<float4 >(as_type<float4>(i), f<int, 4>(::metal::__emu::cmp_value(a < b)));",
 		"float4 sc = ::metal::__emu::make<float4 >(i) + static_cast<float4&>(a) + ::metal::__emu::make<vec<float, 4> >(::metal::__emu::cmp_value(a < 0.0f));",
