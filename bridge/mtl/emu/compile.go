@@ -161,6 +161,13 @@ func compileFlags(extra []string) []string {
 	return append(f, extra...)
 }
 
+// unitFlags build the kernels (not the runtime) with clang's check of
+// integer division by zero, whose handler the runtime defines
+// (emu_runtime.cpp): the CPU's division would trap and end the process.
+// No sanitizer runtime is linked: the handler is the runtime's own.
+var unitFlags = []string{"-fsanitize=integer-divide-by-zero", "-fno-sanitize-recover=integer-divide-by-zero",
+	"-fno-sanitize-link-runtime"}
+
 // frameLimit is the largest stack frame a function may have: a thread's
 // stack is 256 KiB, and stack_check fails one whose stack pointer comes
 // within 64 KiB (STACK_MARGIN) of its end, which leaves 8 KiB for its error
@@ -363,7 +370,8 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 	if opts.NoFastMath {
 		mathFlags = []string{"-ffp-contract=off"}
 	}
-	keyParts := []string{"msl-emu library", t.key, strings.Join(gen, ""), strings.Join(defs, " "), strings.Join(mathFlags, " ")}
+	keyParts := []string{"msl-emu library", t.key, strings.Join(gen, ""), strings.Join(defs, " "), strings.Join(mathFlags, " "),
+		strings.Join(unitFlags, " ")}
 	for _, n := range names {
 		keyParts = append(keyParts, n, files[n])
 	}
@@ -433,7 +441,7 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 	if len(units) == 0 {
 		return "", nil, &CompileError{Msg: "msl-emu: the library has no .metal file"}
 	}
-	args := append(append([]string{}, t.flags...), mathFlags...)
+	args := append(append(append([]string{}, t.flags...), mathFlags...), unitFlags...)
 	args = append(args, defs...) // the shim's version checks; the units are preprocessed already
 	args = append(args, "-I", t.dir, "-include", "metal_stdlib", "-shared")
 	args = append(args, units...)

@@ -704,6 +704,56 @@ func TestMixedTypeArguments(t *testing.T) {
 	}
 }
 
+// An integer division or remainder by zero traps on the CPU, which ended
+// the process; a GPU does not trap. The dispatch fails naming the line (a
+// helper's for a division in it) and the thread, and a division by a value
+// that is not zero runs.
+func TestIntegerDivisionByZero(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = `#include <metal_stdlib>
+using namespace metal;
+int quot(int a, int b) { return a / b; }
+kernel void div(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[i] = x[i] / x[i + 2];
+}
+kernel void rem(device uint* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[i] = x[i] % uint(x[i + 2]);
+}
+kernel void helper(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[i] = quot(x[i], x[i + 2]);
+}
+kernel void barriers(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const int q = x[i] / x[i + 2];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  x[i] = q;
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kernel string
+		line   int
+	}{{"div", 5}, {"rem", 8}, {"helper", 3}, {"barriers", 15}} {
+		// Thread 0 divides 7 by 1, thread 1 divides 9 by 0.
+		b := u32Buf(t, dev, []uint32{7, 9, 1, 0})
+		err := run(t, dev, pipe(t, lib, c.kernel, nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b})
+		var ee *emu.ExecutionError
+		want := fmt.Sprintf("kernel %s: integer division by zero at k.metal:%d", c.kernel, c.line)
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "thread (1,0,0)") {
+			t.Errorf("%s: got %v, want an ExecutionError saying %q of thread (1,0,0)", c.kernel, err, want)
+		}
+		b = u32Buf(t, dev, []uint32{7, 9, 2, 4})
+		if err := run(t, dev, pipe(t, lib, c.kernel, nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}); err != nil {
+			t.Errorf("%s over 2 and 4: %v", c.kernel, err)
+		} else if got := u32s(b)[:2]; got[0] != 7/2 && got[0] != 7%2 || got[1] != 9/4 && got[1] != 9%4 {
+			t.Errorf("%s over 2 and 4: %v", c.kernel, got)
+		}
+	}
+}
+
 // MSL has no double: an unsuffixed floating literal is a float, where C++
 // makes it a double, so arithmetic with one rounds to float at each step,
 // as on a Mac (docs/msl-subset.md).

@@ -715,6 +715,29 @@ void call_stop(const char *fn, const char *file, unsigned line) { stop_thread(fn
   __builtin_trap(); // run_group never resumes it
 }
 
+// An integer division or remainder by zero traps on the CPU (SIGFPE), which
+// would end the process; a GPU does not trap. The library is built with
+// clang's integer-divide-by-zero check (compile.go), which calls this
+// handler instead of dividing: it fails the dispatch at the division's line
+// and abandons the thread, as stack_out does. Data starts with clang's
+// source location (file, line, column).
+struct DivLoc {
+  const char *file;
+  uint32_t line, col;
+};
+extern "C" [[noreturn]] void __ubsan_handle_divrem_overflow_abort(void *data, void *, void *) {
+  const DivLoc *loc = (const DivLoc *)data;
+  Fiber *f = cur;
+  if (!f) { // a constant's initialiser, outside any thread
+    fprintf(stderr, "msl-emu: integer division by zero at %s:%u\n", loc->file, loc->line);
+    abort();
+  }
+  fail("integer division by zero at %s:%u (a GPU gives an undefined value)", loc->file, loc->line);
+  f->state = ST_DONE;
+  to_sched(f);
+  __builtin_trap(); // run_group never resumes it
+}
+
 // stack_slow is stack_check's way out: in a fiber, its stack pointer has
 // passed STACK_FLOOR. stack_out runs on the top of the thread's stack, which
 // the abandoned thread no longer needs, rather than below the floor.
