@@ -754,6 +754,54 @@ kernel void barriers(device int* x [[buffer(0)]], uint i [[thread_position_in_gr
 	}
 }
 
+// A thread (local) array read or written past its end faulted, or read
+// another variable's memory, where a GPU gives an undefined value: the
+// dispatch fails naming the line, the index and the array's type, and an
+// index in range runs.
+func TestThreadArrayIndices(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = `#include <metal_stdlib>
+using namespace metal;
+struct Acc { float v[3]; float last; };
+kernel void read(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int local[4] = {1, 2, 3, 4};
+  x[i] = local[x[i]];
+}
+kernel void write(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int local[2][4] = {};
+  local[1][x[i]] = 5;
+  x[i] = local[1][x[i] & 3];
+}
+kernel void member(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  Acc a = {{1, 2, 3}, 4};
+  x[i] = int(a.v[x[i]]);
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kernel, want string
+		bad          uint32
+	}{
+		{"read", "kernel read: thread array index 4194304 out of range of 'int[4]' at k.metal:6", 1 << 22},
+		{"write", "kernel write: thread array index 5 out of range of 'int[4]' at k.metal:10", 5},
+		{"member", "kernel member: thread array index 3 out of range of 'float[3]' at k.metal:15", 3},
+	} {
+		b := u32Buf(t, dev, []uint32{2, c.bad})
+		err := run(t, dev, pipe(t, lib, c.kernel, nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b})
+		var ee *emu.ExecutionError
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "thread (1,0,0)") {
+			t.Errorf("%s: got %v, want an ExecutionError saying %q of thread (1,0,0)", c.kernel, err, c.want)
+		}
+		b = u32Buf(t, dev, []uint32{2, 1})
+		if err := run(t, dev, pipe(t, lib, c.kernel, nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}); err != nil {
+			t.Errorf("%s in range: %v", c.kernel, err)
+		}
+	}
+}
+
 // MSL has no double: an unsuffixed floating literal is a float, where C++
 // makes it a double, so arithmetic with one rounds to float at each step,
 // as on a Mac (docs/msl-subset.md).

@@ -715,27 +715,57 @@ void call_stop(const char *fn, const char *file, unsigned line) { stop_thread(fn
   __builtin_trap(); // run_group never resumes it
 }
 
-// An integer division or remainder by zero traps on the CPU (SIGFPE), which
-// would end the process; a GPU does not trap. The library is built with
-// clang's integer-divide-by-zero check (compile.go), which calls this
-// handler instead of dividing: it fails the dispatch at the division's line
-// and abandons the thread, as stack_out does. Data starts with clang's
-// source location (file, line, column).
-struct DivLoc {
+// clang's checks of integer division by zero and of array indices, which
+// the library is built with (compile.go), call these handlers instead of
+// running the operation: a division by zero traps on the CPU (SIGFPE) and a
+// thread array read or written far past its end faults, either ending the
+// process, where a GPU does neither. Each fails the dispatch at the line and
+// abandons the thread, as stack_out does. Their data start with clang's
+// source location; an array's go on with its type's and its index type's
+// descriptors (kind, info: log2(bits) << 1 | signed, name).
+struct SrcLoc {
   const char *file;
   uint32_t line, col;
 };
-extern "C" [[noreturn]] void __ubsan_handle_divrem_overflow_abort(void *data, void *, void *) {
-  const DivLoc *loc = (const DivLoc *)data;
+struct TypeDesc {
+  uint16_t kind, info;
+  char name[1];
+};
+struct OOBData {
+  SrcLoc loc;
+  const TypeDesc *array, *index;
+};
+
+[[noreturn]] static void check_out(const SrcLoc *loc, const char *fmt, ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
   Fiber *f = cur;
   if (!f) { // a constant's initialiser, outside any thread
-    fprintf(stderr, "msl-emu: integer division by zero at %s:%u\n", loc->file, loc->line);
+    fprintf(stderr, "msl-emu: %s at %s:%u\n", msg, loc->file, loc->line);
     abort();
   }
-  fail("integer division by zero at %s:%u (a GPU gives an undefined value)", loc->file, loc->line);
+  fail("%s at %s:%u", msg, loc->file, loc->line);
   f->state = ST_DONE;
   to_sched(f);
   __builtin_trap(); // run_group never resumes it
+}
+
+extern "C" [[noreturn]] void __ubsan_handle_divrem_overflow_abort(void *data, void *, void *) {
+  check_out((const SrcLoc *)data, "integer division by zero");
+}
+
+extern "C" [[noreturn]] void __ubsan_handle_out_of_bounds_abort(void *data, void *index) {
+  const OOBData *d = (const OOBData *)data;
+  const unsigned bits = 1u << (d->index->info >> 1);
+  long long i = (long long)(uintptr_t)index;
+  if (d->index->info & 1 && bits < 64)
+    i = (long long)((uint64_t)i << (64 - bits)) >> (64 - bits);
+  else if (bits < 64)
+    i &= (1ll << bits) - 1;
+  check_out(&d->loc, "thread array index %lld out of range of %s", i, d->array->name);
 }
 
 // stack_slow is stack_check's way out: in a fiber, its stack pointer has
