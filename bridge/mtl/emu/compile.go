@@ -162,12 +162,13 @@ func compileFlags(extra []string) []string {
 }
 
 // unitFlags build the kernels (not the runtime) with clang's checks of
-// integer division by zero and of array indices, whose handlers the runtime
-// defines (emu_runtime.cpp): the CPU's division would trap, and a thread
-// array indexed far past its end fault, ending the process. No sanitizer
+// integer division by zero, array indices and pointer alignment, whose
+// handlers the runtime defines (emu_runtime.cpp): the CPU's division would
+// trap, and a thread array indexed far past its end or a misaligned vector
+// access through a thread pointer fault, ending the process. No sanitizer
 // runtime is linked: the handlers are the runtime's own.
-var unitFlags = []string{"-fsanitize=integer-divide-by-zero,array-bounds",
-	"-fno-sanitize-recover=integer-divide-by-zero,array-bounds", "-fno-sanitize-link-runtime"}
+var unitFlags = []string{"-fsanitize=integer-divide-by-zero,array-bounds,alignment",
+	"-fno-sanitize-recover=integer-divide-by-zero,array-bounds,alignment", "-fno-sanitize-link-runtime"}
 
 // frameLimit is the largest stack frame a function may have: a thread's
 // stack is 256 KiB, and stack_check fails one whose stack pointer comes

@@ -802,6 +802,40 @@ kernel void member(device int* x [[buffer(0)]], uint i [[thread_position_in_grid
 	}
 }
 
+// A vector read or written through a misaligned thread pointer faulted the
+// CPU's aligned load and ended the process, as device and threadgroup
+// pointers, which check their alignment, do not: the dispatch fails naming
+// the line, the type and its alignment, and an aligned one runs.
+func TestThreadPointerAlignment(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void k(device float* x [[buffer(0)]], constant uint& off [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  alignas(16) float local[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  thread float4* v = (thread float4*)(local + off);
+  v[1] = v[0] * 2.0f;
+  x[i] = local[5];
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pipe(t, lib, "k", nil)
+	b := newBuf(t, dev, 8)
+	err = run(t, dev, p, [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}, arg{bytes: u32Bytes(1)})
+	var ee *emu.ExecutionError
+	const want = "needs 16-byte alignment at k.metal:6"
+	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "misaligned access to thread memory") || !strings.Contains(err.Error(), want) {
+		t.Errorf("offset 1: got %v, want an ExecutionError saying %q", err, want)
+	}
+	if err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}, arg{bytes: u32Bytes(0)}); err != nil {
+		t.Errorf("offset 0: %v", err)
+	} else if got := f32s(b); got[0] != 4 || got[1] != 4 {
+		t.Errorf("offset 0: %v, want [4 4]", got)
+	}
+}
+
 // MSL has no double: an unsuffixed floating literal is a float, where C++
 // makes it a double, so arithmetic with one rounds to float at each step,
 // as on a Mac (docs/msl-subset.md).

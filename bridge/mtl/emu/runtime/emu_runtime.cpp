@@ -757,6 +757,21 @@ extern "C" [[noreturn]] void __ubsan_handle_divrem_overflow_abort(void *data, vo
   check_out((const SrcLoc *)data, "integer division by zero");
 }
 
+struct AlignData {
+  SrcLoc loc;
+  const TypeDesc *type;
+  unsigned char log_align, kind;
+};
+
+// Device and threadgroup pointers check their own alignment (ptr); this
+// catches a thread pointer's, whose misaligned vector access faults on the
+// CPU.
+extern "C" [[noreturn]] void __ubsan_handle_type_mismatch_v1_abort(void *data, void *p) {
+  const AlignData *d = (const AlignData *)data;
+  check_out(&d->loc, "misaligned access to thread memory at %p: %s needs %u-byte alignment", p, d->type->name,
+            1u << d->log_align);
+}
+
 extern "C" [[noreturn]] void __ubsan_handle_out_of_bounds_abort(void *data, void *index) {
   const OOBData *d = (const OOBData *)data;
   const unsigned bits = 1u << (d->index->info >> 1);
