@@ -836,6 +836,34 @@ kernel void k(device float* x [[buffer(0)]], constant uint& off [[buffer(1)]], u
 	}
 }
 
+// A packed vector converts to the vector of its type by a constructor, as
+// it does implicitly: float3(pf) failed to build, the constructor taking
+// the packed vector for one component.
+func TestPackedVectorConversions(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void k(device float* x [[buffer(0)]], device const packed_float3* p [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  const packed_float3 pf = p[i];
+  const float3 a = float3(pf), b = (float3)pf, c = pf;
+  const packed_half2 ph = packed_half2(half2(1, 2));
+  x[i] = a.x + b.y + c.z + float2(ph).y + float(half2(ph).x);
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBuf(t, dev, 8)
+	in := f32Buf(t, dev, []float32{1, 2, 3, 10, 20, 30})
+	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}, arg{buf: in}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f32s(b); got[0] != 1+2+3+2+1 || got[1] != 10+20+30+2+1 {
+		t.Errorf("got %v, want [9 63]", got)
+	}
+}
+
 // MSL has no double: an unsuffixed floating literal is a float, where C++
 // makes it a double, so arithmetic with one rounds to float at each step,
 // as on a Mac (docs/msl-subset.md).
