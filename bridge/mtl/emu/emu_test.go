@@ -864,6 +864,41 @@ kernel void k(device float* x [[buffer(0)]], device const packed_float3* p [[buf
 	}
 }
 
+// metal::array (metal_array) holds values in thread memory or a buffer's
+// struct, indexed and sized as a C array: it failed to build ("no template
+// named 'array'").
+func TestMetalArray(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = `#include <metal_stdlib>
+#include <metal_array>
+using namespace metal;
+struct Row { array<float, 3> v; };
+float total(thread const array<float, 4>& a) {
+  float s = 0;
+  for (uint k = 0; k < a.size(); k++) s += a[k];
+  return s;
+}
+kernel void k(device float* x [[buffer(0)]], device const Row* rows [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  array<float, 4> a = {1, 2, 3, 4};
+  a[i & 3] += rows[i].v[2];
+  const metal::array<int, 0> none = {};
+  x[i] = total(a) + float(none.empty()) + float(none.size());
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBuf(t, dev, 8)
+	rows := f32Buf(t, dev, []float32{0, 0, 10, 0, 0, 20})
+	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}, arg{buf: rows}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f32s(b); got[0] != 10+10+1 || got[1] != 10+20+1 {
+		t.Errorf("got %v, want [21 31]", got)
+	}
+}
+
 // MSL has no double: an unsuffixed floating literal is a float, where C++
 // makes it a double, so arithmetic with one rounds to float at each step,
 // as on a Mac (docs/msl-subset.md).
