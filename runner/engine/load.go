@@ -96,7 +96,11 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		if err != nil {
 			return nil, err
 		}
-		return be.Weight(bridge.F32, s.Shape, b)
+		t, err := be.Weight(bridge.F32, s.Shape, b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err) // as get names its tensors
+		}
+		return t, nil
 	})
 	w := &weights{embed: must("model.embed_tokens.weight"), norm: must("model.norm.weight")}
 	if cfg.TieEmbed {
