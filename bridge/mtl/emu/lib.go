@@ -159,7 +159,10 @@ func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}, limit time.Durat
 				case <-done:
 					return
 				case now := <-tick:
-					if n := atomic.LoadInt64(&d.next); n != last {
+					// Until a worker takes the first threadgroup the
+					// limit does not run: a loaded machine may not have
+					// scheduled one yet, which is no fault of the kernel.
+					if n := atomic.LoadInt64(&d.next); n != last || n == 0 {
 						last, since = n, now
 					} else if now.Sub(since) >= limit {
 						timedOut.Store(atomic.CompareAndSwapInt64(&d.errflag, 0, 2))

@@ -701,6 +701,35 @@ static void stop_thread(const char *fn, const char *file, unsigned line) {
 }
 
 void loop_stop(const char *file, unsigned line) { stop_thread(nullptr, file, line); }
+
+// note_waiting_stop says where a group's threads wait when the time limit
+// finds every one of them at a barrier or a simdgroup operation, so none
+// passes a loop's back-edge to say it (stop_thread): an endless loop around
+// a barrier is then named by the barrier's line, whichever the scheduler
+// or a thread saw first.
+static void note_waiting_stop(Worker *w, uint32_t n) {
+  Desc *d = w->d;
+  for (uint32_t i = 0; i < n; i++) {
+    const Fiber *f = &w->fibers[i];
+    const char *what, *file;
+    unsigned line;
+    if (f->state == ST_BAR) {
+      what = "a threadgroup barrier", file = f->bfile, line = f->bline;
+    } else if (f->state == ST_SIMD) {
+      what = "a simdgroup operation", file = f->op.file, line = f->op.line;
+    } else {
+      continue;
+    }
+    int64_t two = 2;
+    if (file && __atomic_compare_exchange_n(&d->errflag, &two, 3, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+      const Group &g = w->g;
+      snprintf(d->err, sizeof d->err, "waiting at %s at %s:%u (thread (%u,%u,%u) of threadgroup (%u,%u,%u))", what,
+               file, line, f->tpitg[0], f->tpitg[1], f->tpitg[2], g.tgpig[0], g.tgpig[1], g.tgpig[2]);
+    }
+    return;
+  }
+}
+
 void call_stop(const char *fn, const char *file, unsigned line) { stop_thread(fn, file, line); }
 
 // stack_out fails the dispatch of a thread whose stack ran out on entering
@@ -945,8 +974,10 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
         run(w, &w->fibers[i]);
     // A failed dispatch ends here, its threads stopped wherever they are
     // (loop_stop); the next group starts each fiber afresh.
-    if (__atomic_load_n(&d->errflag, __ATOMIC_RELAXED))
+    if (__atomic_load_n(&d->errflag, __ATOMIC_RELAXED)) {
+      note_waiting_stop(w, n);
       return false;
+    }
     if (resolve_simd(w))
       continue;
     uint32_t done = 0, bar = 0;
