@@ -93,6 +93,31 @@ func storeWithRoofline(t *testing.T, set string) string {
 	return path
 }
 
+// show --raw writes every stored sample: one that is not finite is +Inf
+// in csv, and null in json and jsonl, which name it on stderr.
+func TestShowRawNotFinite(t *testing.T) {
+	path := storeWithRoofline(t, "CASE WHEN case_id = 1 AND rep = 0 THEN 9e999 ELSE value END")
+	for _, tc := range []struct {
+		format, want, stderr string
+	}{
+		{"csv", ",roofline_frac,ratio,0,+Inf", ""},
+		{"jsonl", `"metric":"roofline_frac","unit":"ratio","rep":0,"value":null`, "case decode/batch=1: roofline_frac repetition 0 is +Inf, written as null"},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			out, stderr, err := mtl(t, "show", "old", "--db", path, "--format", tc.format, "--raw")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("show --raw --format %s does not write %q:\n%s", tc.format, tc.want, out)
+			}
+			if tc.stderr == "" && strings.Contains(stderr, "written as null") || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("stderr %q, want %q", stderr, tc.stderr)
+			}
+		})
+	}
+}
+
 // report finishes on whatever values a store holds: the roofline chart
 // leaves out what it cannot draw and says so, or, with nothing it can draw,
 // is itself left out, saying why, and the rest of the report is written.

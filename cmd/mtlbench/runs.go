@@ -251,6 +251,10 @@ func printRuns(w, errw io.Writer, db *results.DB, runs []*results.Run, format st
 			for _, note := range tidy.LeftOut(trs) {
 				fmt.Fprintln(errw, "mtlbench: warning:", note)
 			}
+		} else if f == table.FormatJSON || f == table.FormatJSONL {
+			for _, note := range tidy.RawNulls(trs) {
+				fmt.Fprintln(errw, "mtlbench: warning:", note)
+			}
 		}
 		if format == formatBenchfmt {
 			return tidy.WriteBenchfmt(w, trs)

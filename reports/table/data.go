@@ -16,8 +16,9 @@ import (
 // Data is a table's tidy form, what csv, json and jsonl write when a table
 // has one: named columns and typed cells, one observation per row. A cell is
 // nil (empty in csv, null in json), a string, a bool, an integer, a float64
-// (NaN and ±Inf are written as empty/null: no format reads them back
-// alike) or a time.Time (RFC 3339, UTC). A column holding text beside
+// (NaN and ±Inf are NaN, +Inf and -Inf in csv, as strconv.ParseFloat and
+// pandas read them back; json has no such values and writes null) or a
+// time.Time (RFC 3339, UTC). A column holding text beside
 // numbers has its numbers written as text in json, so that each column is
 // one type in every row. Display tables keep their "359.0 ±69%" cells for
 // the table and md forms only.
@@ -143,6 +144,17 @@ func IsData(f Format) bool { return f == FormatCSV || f == FormatJSON || f == Fo
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
+// jsonFinite reports whether v is not a float that json cannot write.
+func jsonFinite(v any) bool {
+	switch x := v.(type) {
+	case float64:
+		return finite(x)
+	case float32:
+		return finite(float64(x))
+	}
+	return true
+}
+
 func csvCell(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -151,7 +163,7 @@ func csvCell(v any) string {
 		return x
 	case float64:
 		if !finite(x) {
-			return ""
+			return strconv.FormatFloat(x, 'g', -1, 64) // NaN, +Inf, -Inf
 		}
 		if a := math.Abs(x); a == 0 || (a >= 1e-4 && a < 1e21) {
 			return strconv.FormatFloat(x, 'f', -1, 64)
@@ -193,21 +205,17 @@ func (r dataRow) MarshalJSON() ([]byte, error) {
 		if i < len(r.text) && r.text[i] {
 			switch v.(type) {
 			case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
-				v = csvCell(v)
-				if v == "" {
-					v = nil // not finite
+				if !jsonFinite(v) {
+					v = nil // json has no NaN or ±Inf, as text or not
+				} else {
+					v = csvCell(v)
 				}
 			}
 		}
+		if !jsonFinite(v) {
+			v = nil
+		}
 		switch x := v.(type) {
-		case float64:
-			if !finite(x) {
-				v = nil
-			}
-		case float32:
-			if !finite(float64(x)) {
-				v = nil
-			}
 		case time.Time:
 			if x.IsZero() {
 				v = nil

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestDataFormats(t *testing.T) {
 	}
 	want := [][]string{
 		{"batch", "case", "ci_lo", "median", "m", "when"},
-		{"1", "decode/batch=1", "", "359.25", "", ""},
+		{"1", "decode/batch=1", "-Inf", "359.25", "", ""},
 		{"", "matmul/m=8", "", "12.5", "8", "2026-01-02T03:04:05Z"},
 	}
 	if len(recs) != len(want) {
@@ -138,5 +139,52 @@ func TestRenderAllMixedKeepsData(t *testing.T) {
 	}
 	if len(docs) != 2 || docs[0].Rows[0]["memory_bytes"] != 25276203008.0 || docs[1].Rows[0]["simd width"] != 32.0 {
 		t.Errorf("json documents: %+v", docs)
+	}
+}
+
+// TestNonFiniteCells: csv writes a value that is not finite as strconv
+// writes it, so that it reads back as itself; json has no such values and
+// writes null, in a number column and in one holding text beside numbers.
+func TestNonFiniteCells(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    any
+		csv  string
+	}{
+		{"NaN", math.NaN(), "NaN"},
+		{"+Inf", math.Inf(1), "+Inf"},
+		{"-Inf", math.Inf(-1), "-Inf"},
+		{"float32 +Inf", float32(math.Inf(1)), "+Inf"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &Data{}
+			d.Add(map[string]any{"value": tc.v, "variant": tc.v})
+			d.Add(map[string]any{"value": 1.5, "variant": "tile/32"})
+			var buf bytes.Buffer
+			if err := d.Render(&buf, FormatCSV); err != nil {
+				t.Fatal(err)
+			}
+			recs, err := csv.NewReader(&buf).ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := recs[1][0]; got != tc.csv {
+				t.Fatalf("csv cell %q, want %q", got, tc.csv)
+			}
+			back, err := strconv.ParseFloat(recs[1][0], 64)
+			want, _ := strconv.ParseFloat(tc.csv, 64)
+			if err != nil || !(back == want || math.IsNaN(back) && math.IsNaN(want)) {
+				t.Errorf("csv cell %q reads back as %v, %v", recs[1][0], back, err)
+			}
+			for _, f := range []Format{FormatJSON, FormatJSONL} {
+				buf.Reset()
+				if err := d.Render(&buf, f); err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				if !strings.Contains(strings.Join(strings.Fields(buf.String()), ""), `{"value":null,"variant":null}`) {
+					t.Errorf("%s: %s, want null for the value and its text column", f, buf.String())
+				}
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ package tidy
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
@@ -156,7 +157,7 @@ func Summaries(runs []*Run) *table.Data {
 				row := RunRow(r.Run)
 				caseRow(row, c)
 				row["metric"], row["unit"], row["better"], row["n"] = m, s.Unit, Better(m), int64(s.N)
-				row["median"], row["ci_lo"], row["ci_hi"] = s.Center, s.Lo, s.Hi
+				row["median"], row["ci_lo"], row["ci_hi"] = statValue(s.Center), statValue(s.Lo), statValue(s.Hi)
 				if stats.HasInterval(s.Summary) {
 					// a level belongs to an interval: none without one
 					row["confidence"] = stats.Confidence
@@ -182,6 +183,34 @@ func LeftOut(runs []*Run) []string {
 			byCase = append(byCase, stats.ByMetric(r.Samples[c.ID]))
 		}
 		notes = append(notes, table.NoteTexts(stats.LeftOutNotes(names, byCase))...)
+	}
+	return notes
+}
+
+// statValue is a statistic as data: one that is not finite is none (a
+// median of no values kept, the ±Inf bounds of no interval), so it is
+// missing, where a sample that is not finite is written as stored (Raw).
+func statValue(v float64) any {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return v
+}
+
+// RawNulls names the samples Raw holds that are not finite: csv writes
+// them as NaN, +Inf or -Inf, json and jsonl, which have no such values,
+// as null, so a json reader learns from these lines which nulls they are.
+func RawNulls(runs []*Run) []string {
+	var notes []string
+	for _, r := range runs {
+		for _, c := range r.Cases {
+			for _, s := range r.Samples[c.ID] {
+				if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+					notes = append(notes, fmt.Sprintf("run %d: case %s: %s repetition %d is %v, written as null",
+						r.Run.ID, c.Name, s.Metric, s.Rep, s.Value))
+				}
+			}
+		}
 	}
 	return notes
 }
