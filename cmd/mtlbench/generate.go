@@ -258,7 +258,7 @@ func generateCommand() *cli.Command {
 					tok.VocabSize()-1, c.String("model"), v)
 			}
 			// An id of --tokens past the vocabulary is named by its place
-			// in the flag, not as the engine's "request 0".
+			// in the flag.
 			if v := e.Config().Vocab; !c.IsSet("prompt") {
 				for i, id := range prompt {
 					if id < 0 || int(id) >= v {
@@ -277,7 +277,10 @@ func generateCommand() *cli.Command {
 			// Logits are always read for the last prompt position (the
 			// engine's CheckLogits reads every step's): the engine fails on
 			// non-finite ones instead of printing garbage tokens.
-			req := engine.Request{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true}
+			req := engine.Request{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true, Name: "generate --tokens"}
+			if c.IsSet("prompt") {
+				req.Name = "generate --prompt"
+			}
 			if !c.Bool("ignore-eos") {
 				req.Stop = stopTokens(e.Config().EOS, tok, !c.IsSet("tokenizer"))
 			}

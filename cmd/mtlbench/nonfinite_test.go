@@ -94,6 +94,29 @@ func TestGenerateFailsOnNonFiniteDecodeSteps(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "non-finite logits") || !strings.Contains(err.Error(), "model.embed_tokens.weight") {
 			t.Errorf("generate %v: printed %q, err %v: want the non-finite logits named by their tensor", args, out, err)
 		}
+		if err != nil && (!strings.Contains(err.Error(), "of generate --tokens") || strings.Contains(err.Error(), "request 0")) {
+			t.Errorf("generate %v: %v: want the request named by the command, not the engine's id", args, err)
+		}
+	}
+}
+
+// generate's errors name the request by the command and flag the user gave,
+// not by the engine's id for it ("request 0").
+func TestGenerateErrorsNameTheCommand(t *testing.T) {
+	llama := filepath.Join("..", "..", "runner", "testdata", "hf", "llama")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"--tokens past the context", []string{"--tokens", "1,2,3", "-n", "254"}, "generate --tokens: 3 prompt + 254 new tokens exceed the model's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := mtl(t, append([]string{"generate", "--model", llama, "--backend", "cpu", "--ignore-eos"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "request 0") {
+				t.Errorf("err %v: want it to say %q, and no request id", err, tc.want)
+			}
+		})
 	}
 }
 

@@ -94,6 +94,18 @@ type Request struct {
 	// token (the model's end-of-sequence tokens, model.Config.EOS); nil:
 	// it generates MaxNewTokens, as a benchmark does.
 	Stop []int32
+	// Name is what errors call the request, as its user gave it
+	// ("generate --tokens"); "" calls it "request <ID>", an id the caller
+	// chose.
+	Name string
+}
+
+// label is the request as errors name it (Name).
+func (r Request) label() string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return fmt.Sprintf("request %d", r.ID)
 }
 
 // Sampled is a token a step produced for a request.
@@ -406,30 +418,30 @@ func (e *Engine) Add(r Request) error {
 // without queuing it.
 func (e *Engine) check(r Request) (*sched.Seq, error) {
 	if len(r.Prompt) == 0 {
-		return nil, fmt.Errorf("request %d: empty prompt", r.ID)
+		return nil, fmt.Errorf("%s: empty prompt", r.label())
 	}
 	if r.MaxNewTokens < 1 {
-		return nil, fmt.Errorf("request %d: max new tokens must be at least 1, got %d", r.ID, r.MaxNewTokens)
+		return nil, fmt.Errorf("%s: max new tokens must be at least 1, got %d", r.label(), r.MaxNewTokens)
 	}
 	for i, t := range r.Prompt {
 		if t < 0 || int(t) >= e.cfg.Vocab {
-			return nil, fmt.Errorf("request %d: token id %d at position %d is outside the vocabulary (0..%d)", r.ID, t, i, e.cfg.Vocab-1)
+			return nil, fmt.Errorf("%s: token id %d at position %d is outside the vocabulary (0..%d)", r.label(), t, i, e.cfg.Vocab-1)
 		}
 	}
 	// Against the room the prompt leaves, which cannot wrap as a sum can.
 	if n, what := e.cfg.Context(); n > 0 && r.MaxNewTokens > n-len(r.Prompt) {
-		return nil, fmt.Errorf("request %d: %d prompt + %d new tokens exceed the model's %s", r.ID, len(r.Prompt), r.MaxNewTokens, what)
+		return nil, fmt.Errorf("%s: %d prompt + %d new tokens exceed the model's %s", r.label(), len(r.Prompt), r.MaxNewTokens, what)
 	}
 	if err := r.Sampling.Check(); err != nil {
-		return nil, fmt.Errorf("request %d: %w", r.ID, err)
+		return nil, fmt.Errorf("%s: %w", r.label(), err)
 	}
 	if r.PrefillSplit < 0 || r.PrefillSplit >= len(r.Prompt) {
-		return nil, fmt.Errorf("request %d: prefill split %d is not inside its %d-token prompt", r.ID, r.PrefillSplit, len(r.Prompt))
+		return nil, fmt.Errorf("%s: prefill split %d is not inside its %d-token prompt", r.label(), r.PrefillSplit, len(r.Prompt))
 	}
 	seq := &sched.Seq{ID: r.ID, Tokens: append([]int32(nil), r.Prompt...), Prompt: len(r.Prompt), MaxNew: r.MaxNewTokens,
 		Split: r.PrefillSplit, Stop: r.Stop}
 	if err := e.sched.Check(seq); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", r.label(), err)
 	}
 	return seq, nil
 }
@@ -682,7 +694,7 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 				// The device's argmax found no number among the row's
 				// logits, reading each as it does every step: what the
 				// host's check of logits it reads back finds, at no cost.
-				return nil, e.explainNonFinite(&NonFiniteError{Req: it.Seq.ID, Pos: at - 1, Token: -1,
+				return nil, e.explainNonFinite(&NonFiniteError{Req: it.Seq.ID, ReqName: e.reqName(it.Seq.ID), Pos: at - 1, Token: -1,
 					Value: float32(math.NaN()), Model: e.src.Describe()})
 			}
 			s.Token = ids[row]
@@ -707,15 +719,17 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 // leaves the logits unread: Value is then NaN, standing for them all.
 type NonFiniteError struct {
 	Req, Pos, Token int
+	ReqName         string // Request.Name, "" for "request <Req>"
 	Value           float32
 	Step            error
 	Model, Tensor   string
 }
 
 func (e *NonFiniteError) Error() string {
-	msg := fmt.Sprintf("%s: the model computed non-finite logits (%v for token %d at position %d of request %d)", e.Model, e.Value, e.Token, e.Pos, e.Req)
+	req := Request{ID: e.Req, Name: e.ReqName}.label()
+	msg := fmt.Sprintf("%s: the model computed non-finite logits (%v for token %d at position %d of %s)", e.Model, e.Value, e.Token, e.Pos, req)
 	if e.Token < 0 {
-		msg = fmt.Sprintf("%s: the model computed non-finite logits (every one NaN or -inf, as the device's argmax found them, at position %d of request %d)", e.Model, e.Pos, e.Req)
+		msg = fmt.Sprintf("%s: the model computed non-finite logits (every one NaN or -inf, as the device's argmax found them, at position %d of %s)", e.Model, e.Pos, req)
 	}
 	if e.Step != nil {
 		msg = fmt.Sprintf("%s: %v", e.Model, e.Step)
@@ -731,7 +745,15 @@ func (e *NonFiniteError) Unwrap() error { return e.Step }
 // nonFiniteError explains non-finite logits by the first weight that holds
 // a NaN or an infinity: the whole model is read, once, on the way out.
 func (e *Engine) nonFiniteError(req, pos, token int, v float32) error {
-	return e.explainNonFinite(&NonFiniteError{Req: req, Pos: pos, Token: token, Value: v, Model: e.src.Describe()})
+	return e.explainNonFinite(&NonFiniteError{Req: req, ReqName: e.reqName(req), Pos: pos, Token: token, Value: v, Model: e.src.Describe()})
+}
+
+// reqName is request id's Name, "" where it has none or is gone.
+func (e *Engine) reqName(id int) string {
+	if st := e.reqs[id]; st != nil {
+		return st.req.Name
+	}
+	return ""
 }
 
 // explainNonFinite names the first weight holding a NaN or an infinity in

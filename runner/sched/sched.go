@@ -108,8 +108,9 @@ func (s *Scheduler) Check(q *Seq) error {
 	// Against the room the prompt leaves: a prompt plus MaxNew near the
 	// largest int would wrap negative and pass.
 	if room := s.kv.NumBlocks()*s.kv.BlockSize() - len(q.Tokens); q.MaxNew > room {
-		return fmt.Errorf("%w: request %d needs %d prompt + %d new tokens but the cache holds %d (%d blocks of %d)",
-			ErrTooLong, q.ID, len(q.Tokens), q.MaxNew, s.kv.NumBlocks()*s.kv.BlockSize(), s.kv.NumBlocks(), s.kv.BlockSize())
+		// The caller names the request: its id is the caller's own.
+		return fmt.Errorf("%w: %d prompt + %d new tokens need more than the cache holds, %d (%d blocks of %d)",
+			ErrTooLong, len(q.Tokens), q.MaxNew, s.kv.NumBlocks()*s.kv.BlockSize(), s.kv.NumBlocks(), s.kv.BlockSize())
 	}
 	return nil
 }
@@ -117,7 +118,7 @@ func (s *Scheduler) Check(q *Seq) error {
 // Add queues a sequence Check accepts.
 func (s *Scheduler) Add(q *Seq) error {
 	if err := s.Check(q); err != nil {
-		return err
+		return fmt.Errorf("request %d: %w", q.ID, err)
 	}
 	s.waiting = append(s.waiting, q)
 	return nil
