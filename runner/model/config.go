@@ -74,6 +74,10 @@ type Config struct {
 	// names them, for Validate's errors: a GGUF file's metadata keys (nil:
 	// config.json's own).
 	keys map[string]string
+	// derived are the fields the file left out, computed from the fields
+	// listed (GPT-2's n_inner is 4 × n_embd): where one of those is wrong,
+	// Validate names it alone, not what follows from it.
+	derived map[string][]string
 	// Notes are what reading the model's files passed over, one line each
 	// (an unreadable generation_config.json), which the commands that load
 	// it print as warnings (WarnUnread) and `mtlbench models` as notes.
@@ -412,9 +416,14 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	c.KVHeads = c.Heads
 	if h.NumKeyValueHeads != nil {
 		c.KVHeads = *h.NumKeyValueHeads
+	} else {
+		c.derive("num_key_value_heads", "num_attention_heads")
 	}
 	if c.Heads > 0 {
 		c.HeadDim = c.Hidden / c.Heads
+	}
+	if h.HeadDim == nil {
+		c.derive("head_dim", "hidden_size", "num_attention_heads")
 	}
 	// The classes size q, k and v by a head_dim that is not None, so a 0
 	// is no head mtlbench runs, not the hidden size over the heads.
@@ -794,23 +803,40 @@ func (c *Config) key(field string) string {
 	return field
 }
 
+// derive records that field was computed from the fields from (derived).
+func (c *Config) derive(field string, from ...string) {
+	if c.derived == nil {
+		c.derived = map[string][]string{}
+	}
+	c.derived[field] = from
+}
+
 // Validate checks that the shape is one the engine can run.
 func (c *Config) Validate() error {
 	var errs []string
+	bad := map[string]bool{}
 	pos := func(v int, field string) {
+		for _, f := range c.derived[field] {
+			if bad[f] {
+				return // the field it follows from is named already
+			}
+		}
 		switch {
 		case v == 0:
-			errs = append(errs, fmt.Sprintf("%s is missing or 0: it must be positive", field))
+			errs = append(errs, fmt.Sprintf("%s is missing or 0: it must be positive", c.key(field)))
 		case v < 0:
-			errs = append(errs, fmt.Sprintf("%s must be positive, got %d", field, v))
+			errs = append(errs, fmt.Sprintf("%s must be positive, got %d", c.key(field), v))
+		default:
+			return
 		}
+		bad[field] = true
 	}
-	pos(c.Vocab, c.key("vocab_size"))
-	pos(c.Hidden, c.key("hidden_size"))
-	pos(c.Layers, c.key("num_hidden_layers"))
-	pos(c.Heads, c.key("num_attention_heads"))
-	pos(c.KVHeads, c.key("num_key_value_heads"))
-	pos(c.HeadDim, c.key("head_dim"))
+	pos(c.Vocab, "vocab_size")
+	pos(c.Hidden, "hidden_size")
+	pos(c.Layers, "num_hidden_layers")
+	pos(c.Heads, "num_attention_heads")
+	pos(c.KVHeads, "num_key_value_heads")
+	pos(c.HeadDim, "head_dim")
 	if c.Heads > 0 && c.KVHeads > 0 && c.Heads%c.KVHeads != 0 {
 		errs = append(errs, fmt.Sprintf("%s=%d is not a multiple of %s=%d", c.key("num_attention_heads"), c.Heads, c.key("num_key_value_heads"), c.KVHeads))
 	}
@@ -824,22 +850,22 @@ func (c *Config) Validate() error {
 			c.key("num_attention_heads"), c.Heads, c.KVHeads, c.key("head_dim"), c.HeadDim, c.key("hidden_size"), c.Hidden))
 	}
 	if c.LearnedPositions() {
-		pos(c.MaxPos, c.key("n_positions"))
+		pos(c.MaxPos, "n_positions")
 	}
 	dense := false
 	for l := 0; l < min(c.Layers, MaxLayers+1); l++ {
 		dense = dense || !c.IsMoELayer(l)
 	}
 	if dense {
-		pos(c.Inter, c.key("intermediate_size"))
+		pos(c.Inter, "intermediate_size")
 	}
 	// Any non-zero count makes layers MoE (IsMoELayer), so a negative one
 	// is refused here rather than sized from.
 	if c.NumExperts != 0 {
 		// transformers divides by it: (layer + 1) % decoder_sparse_step.
-		pos(c.SparseStep, c.key("decoder_sparse_step"))
-		pos(c.NumExperts, c.key("num_experts"))
-		pos(c.MoEInter, c.key("moe_intermediate_size"))
+		pos(c.SparseStep, "decoder_sparse_step")
+		pos(c.NumExperts, "num_experts")
+		pos(c.MoEInter, "moe_intermediate_size")
 		if c.TopK <= 0 || c.TopK > c.NumExperts {
 			errs = append(errs, fmt.Sprintf("%s=%d must be in 1..%s=%d", c.key("num_experts_per_tok"), c.TopK, c.key("num_experts"), c.NumExperts))
 		}

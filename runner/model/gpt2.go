@@ -104,7 +104,12 @@ func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
 			return nil, fmt.Errorf("%s: n_inner=%d must be positive (leave it out, or null, for 4 × n_embd)", name, *g.NInner)
 		}
 		c.Inter = *g.NInner
+	} else {
+		c.derive("intermediate_size", "hidden_size")
 	}
+	// GPT-2 states neither: both follow from n_embd and n_head.
+	c.derive("num_key_value_heads", "num_attention_heads")
+	c.derive("head_dim", "hidden_size", "num_attention_heads")
 	if g.LayerNormEpsilon != nil {
 		var err error
 		if c.Eps, err = epsF32(*g.LayerNormEpsilon, "layer_norm_epsilon"); err != nil {

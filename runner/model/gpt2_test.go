@@ -62,16 +62,25 @@ func TestGPT2ConfigErrors(t *testing.T) {
 		{`{` + base + `, "activation_function": "relu"}`, `activation_function "relu"`},
 		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 3, "n_positions": 16}`, "not a multiple of n_head=3"},
 		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": null}`, "n_positions is null (at line 1, column 113): want a whole number"},
-		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "max_position_embeddings": 0}`, "n_positions is missing or 0"},
+		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "max_position_embeddings": 0}`, "config.json: n_positions is missing or 0: it must be positive"},
 		// transformers builds GPT2MLP n_inner wide whenever it is not None.
 		{`{` + base + `, "n_inner": 0}`, "config.json: n_inner=0 must be positive (leave it out, or null, for 4 × n_embd)"},
 		{`{` + base + `, "activation_function": ""}`, `config.json: activation_function "" is not supported`},
 		{`{` + base + `, "n_inner": -3}`, "config.json: n_inner=-3 must be positive"},
 		{`{` + base + `, "scale_attn_by_inverse_layer_idx": true}`, "scale_attn_by_inverse_layer_idx"},
 		{`{` + base + `, "hidden_size": 16}`, "n_embd=8 and hidden_size=16 disagree"},
+		// n_inner and the head size follow from n_embd: only n_embd is named.
+		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 0, "n_layer": 1, "n_head": 2, "n_positions": 16}`,
+			"config.json: n_embd is missing or 0: it must be positive"},
+		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 0, "n_positions": 16}`,
+			"config.json: n_head is missing or 0: it must be positive"},
 	} {
 		_, err := ParseHFConfig("config.json", []byte(c.json))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "config.json") {
+			t.Errorf("%s: err = %v, want %q", c.json, err, c.want)
+		}
+		// An error names what is wrong alone, not what follows from it.
+		if err != nil && strings.Contains(c.want, "missing or 0") && err.Error() != c.want {
 			t.Errorf("%s: err = %v, want %q", c.json, err, c.want)
 		}
 	}
