@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/mtlbench/mtlbench/results"
 )
@@ -84,19 +85,23 @@ func TestGammaArrivals(t *testing.T) {
 // A request's latencies count from its arrival, and goodput counts the
 // requests within every bound of the slo.
 func TestRequestLatencies(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(ms ...float64) []time.Time {
-		var out []time.Time
+	at := func(ms ...float64) []time.Duration {
+		var out []time.Duration
 		for _, m := range ms {
-			out = append(out, t0.Add(time.Duration(m*float64(time.Millisecond))))
+			out = append(out, time.Duration(m*float64(time.Millisecond)))
 		}
 		return out
 	}
+	// Offsets from the repetition's start, 8 bytes a token for every token
+	// of it, where a time.Time took 24.
+	if size := unsafe.Sizeof(reqTimes{}.tokens[0]); size != 8 {
+		t.Errorf("a token's time takes %d bytes, want 8", size)
+	}
 	times := []reqTimes{
-		{added: t0, tokens: at(100, 110, 120)},                       // ttft 100, tpot 10, e2el 120
-		{added: t0.Add(50 * time.Millisecond), tokens: at(400, 440)}, // waited: ttft 350, tpot 40, e2el 390
-		{added: t0.Add(60 * time.Millisecond), tokens: at(160)},      // one token: ttft 100, no tpot
-		{added: t0.Add(70 * time.Millisecond)},                       // never served
+		{added: 0, tokens: at(100, 110, 120)},                // ttft 100, tpot 10, e2el 120
+		{added: 50 * time.Millisecond, tokens: at(400, 440)}, // waited: ttft 350, tpot 40, e2el 390
+		{added: 60 * time.Millisecond, tokens: at(160)},      // one token: ttft 100, no tpot
+		{added: 70 * time.Millisecond},                       // never served
 	}
 	for _, tt := range []struct {
 		slo  map[string]float64
