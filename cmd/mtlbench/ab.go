@@ -117,7 +117,7 @@ func abCommand() *cli.Command {
 			if err := oneSuite(c, "ab"); err != nil {
 				return err
 			}
-			f, err := table.ParseFormat(c.String("format"))
+			f, err := parseTableFormat(c.String("format"))
 			if err != nil {
 				return err
 			}

@@ -40,7 +40,7 @@ func compareCommand() *cli.Command {
 			if c.NArg() != 2 {
 				return fmt.Errorf("compare needs two run references, A (baseline) and B (candidate), got %d", c.NArg())
 			}
-			f, err := table.ParseFormat(c.String("format"))
+			f, err := parseTableFormat(c.String("format"))
 			if err != nil {
 				return err
 			}

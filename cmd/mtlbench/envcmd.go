@@ -20,7 +20,7 @@ func envCommand() *cli.Command {
 			"mtlbench cannot take is listed after the table, and stops every other command.",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: formatList() + " (json and jsonl: the same fields, default included)"}},
 		Action: func(c *cli.Context) error {
-			f, err := table.ParseFormat(c.String("format"))
+			f, err := parseTableFormat(c.String("format"))
 			if err != nil {
 				return err
 			}

@@ -61,7 +61,7 @@ func gateCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "stdout: the checks as " + formatList() + " (md: the markdown summary)"},
 		},
 		Action: func(c *cli.Context) error {
-			f, err := table.ParseFormat(c.String("format"))
+			f, err := parseTableFormat(c.String("format"))
 			if err != nil {
 				return err
 			}

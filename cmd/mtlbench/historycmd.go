@@ -339,7 +339,7 @@ func pct(f float64) string {
 }
 
 func render(c *cli.Context, t *table.Table) error {
-	f, err := table.ParseFormat(c.String("format"))
+	f, err := parseTableFormat(c.String("format"))
 	if err != nil {
 		return err
 	}

@@ -765,3 +765,22 @@ func TestRunSaysWhatIsStored(t *testing.T) {
 		}
 	}
 }
+
+// A command that does not print samples refuses --format benchfmt naming
+// the commands whose format it is, not as a format it has never heard of.
+func TestBenchfmtNamesItsCommands(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	for _, args := range [][]string{
+		{"compare", "a", "b", "--db", db},
+		{"gate", "--baseline", "a", "--candidate", "b", "--db", db},
+		{"runs", "--db", db},
+		{"env"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			_, _, err := mtl(t, append(args, "--format", "benchfmt")...)
+			if err == nil || !strings.Contains(err.Error(), "benchfmt is for the commands that print samples: show, run and bench") {
+				t.Errorf("mtlbench %s --format benchfmt: %v", strings.Join(args, " "), err)
+			}
+		})
+	}
+}

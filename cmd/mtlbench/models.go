@@ -111,7 +111,7 @@ func modelsCommand() *cli.Command {
 			}
 			t.Notes = []table.Note{table.NoteText("read/token: bytes a batch-1 decode step reads (dense weights and the routed experts)"),
 				table.Notef("memory need: %s plus an f32 KV cache of 4096 tokens (the model's context where shorter); KV/token in bf16; packed weights as the %s backend runs them", what, c.String("backend"))}
-			f, err := table.ParseFormat(c.String("format"))
+			f, err := parseTableFormat(c.String("format"))
 			if err != nil {
 				return err
 			}
@@ -234,7 +234,7 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 		src.Close()
 	}
 	t.Notes = append(t.Notes, table.Notef("weights: as they load, packed formats as the %s backend runs them; memory need: the weights plus an f32 KV cache of 4096 tokens (the model's context where shorter); KV/token in bf16", c.String("backend")))
-	f, err := table.ParseFormat(c.String("format"))
+	f, err := parseTableFormat(c.String("format"))
 	if err != nil {
 		return err
 	}

@@ -654,6 +654,17 @@ func parseRunFormat(s string) (string, error) {
 	return string(f), nil
 }
 
+// parseTableFormat is table.ParseFormat for the commands that do not print
+// samples, where benchfmt, the samples' format, is named as the format of
+// the commands that do.
+func parseTableFormat(s string) (table.Format, error) {
+	f, err := table.ParseFormat(s)
+	if err != nil && strings.EqualFold(strings.TrimSpace(s), formatBenchfmt) {
+		return "", fmt.Errorf("%w; benchfmt is for the commands that print samples: show, run and bench", err)
+	}
+	return f, err
+}
+
 // formatNames are the names table.ParseFormat accepts, in table.Formats'
 // order.
 func formatNames(extra ...string) []string {

@@ -30,7 +30,7 @@ func runsCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()},
 		},
 		Action: func(c *cli.Context) error {
-			f, err := table.ParseFormat(c.String("format"))
+			f, err := parseTableFormat(c.String("format"))
 			if err != nil {
 				return err
 			}

@@ -40,7 +40,7 @@ func selftestCommand() *cli.Command {
 			&cli.BoolFlag{Name: "timed", Usage: "time each check that passed, then check it again"},
 		},
 		Action: func(c *cli.Context) error {
-			f, err := table.ParseFormat(c.String("format"))
+			f, err := parseTableFormat(c.String("format"))
 			if err != nil {
 				return err
 			}
@@ -271,7 +271,7 @@ func devicesCommand() *cli.Command {
 			if len(pt.Rows) > 0 {
 				// One document of two titled tables: csv and json of two
 				// tables written one after the other would not parse.
-				f, err := table.ParseFormat(c.String("format"))
+				f, err := parseTableFormat(c.String("format"))
 				if err != nil {
 					return err
 				}

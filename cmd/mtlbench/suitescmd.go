@@ -73,7 +73,7 @@ func suitesCommand() *cli.Command {
 					if c.NArg() > 1 {
 						return fmt.Errorf("suites list takes one folder, got %d arguments", c.NArg())
 					}
-					f, err := table.ParseFormat(c.String("format"))
+					f, err := parseTableFormat(c.String("format"))
 					if err != nil {
 						return err
 					}

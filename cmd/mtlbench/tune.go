@@ -486,7 +486,7 @@ func (p *tuneProgress) event(e tuner.Event) {
 // tuneShow lists every tuned config the engine could consult, in lookup
 // order, with whether it applies here.
 func tuneShow(c *cli.Context) error {
-	f, err := table.ParseFormat(c.String("format"))
+	f, err := parseTableFormat(c.String("format"))
 	if err != nil {
 		return err
 	}
