@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -286,8 +287,15 @@ func abCommand() *cli.Command {
 			}
 			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
 			defer stop()
-			for _, side := range []abSide{sides[false], sides[true]} {
+			for i, side := range []abSide{sides[false], sides[true]} {
 				if err := abPreflight(ctx, side, suitePath, c.String("backend")); err != nil {
+					return err
+				}
+				backend := []*suites.Suite{suite, probe}[i].Backend
+				if b := c.String("backend"); b != "" {
+					backend = b
+				}
+				if err := abBackendOpens(ctx, side, backend); err != nil {
 					return err
 				}
 			}
@@ -492,6 +500,37 @@ func abPreflight(ctx context.Context, side abSide, suite, backend string) error 
 	}
 	if err != nil {
 		return fmt.Errorf("ab: the %s refuses the suite (%s): %w\n%s", bin, strings.Join(args, " "), err, lastBytes(out, 2000))
+	}
+	return nil
+}
+
+// abBackendOpens checks, before any round, that a side's binary opens the
+// backend its run takes, by its `devices` list: a backend that does not
+// open here would fail that side's run only once the round has begun.
+// auto opens what there is; a binary whose list cannot be read (an older
+// one) leaves the check to its round.
+func abBackendOpens(ctx context.Context, side abSide, backend string) error {
+	if backend == "" || backend == "auto" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, side.bin, "devices", "--format", "json").Output()
+	if err != nil {
+		return nil
+	}
+	var rows []struct {
+		Backend string  `json:"backend"`
+		Device  *string `json:"device"` // null where the backend does not open
+		Status  string  `json:"status"`
+	}
+	if json.Unmarshal(out, &rows) != nil {
+		return nil
+	}
+	for _, r := range rows {
+		if r.Backend == backend && r.Device == nil {
+			return fmt.Errorf("ab: the %s binary %s cannot open backend %s here: %s", side.label, side.bin, backend, r.Status)
+		}
 	}
 	return nil
 }

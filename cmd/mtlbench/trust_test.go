@@ -636,3 +636,44 @@ func TestABRoundLogsKeepBothStreams(t *testing.T) {
 		}
 	}
 }
+
+// ab refuses, before its first round, a side whose binary cannot open the
+// backend its run takes (by the binary's devices list): the round began,
+// "round 1/3" printed, and only then did that side's run fail.
+func TestABBackendOpensBeforeRounds(t *testing.T) {
+	dir := t.TempDir()
+	const help = "if [ \"$1 $2\" = \"run --lockstep\" ]; then echo '   mtlbench run - run a benchmark suite'; exit 0; fi\n"
+	devices := func(json string) string {
+		return help + "if [ \"$1\" = devices ]; then echo '" + json + "'; fi\nexit 0\n"
+	}
+	for _, tc := range []struct {
+		name, script, backend, want string
+	}{
+		{"does not open", devices(`[{"backend":"cpu","device":"x","status":"ok"},{"backend":"cuda","device":null,"status":"no CUDA driver"}]`), "cuda",
+			"the baseline binary BIN cannot open backend cuda here: no CUDA driver"},
+		{"opens", devices(`[{"backend":"cuda","device":"H100","status":"ok"}]`), "cuda", ""},
+		{"auto", devices(`[{"backend":"cuda","device":null,"status":"no CUDA driver"}]`), "auto", ""},
+		{"no devices list", help + "exit 0\n", "cuda", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+tc.script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			err := abBackendOpens(t.Context(), abSide{label: "baseline", bin: bin}, tc.backend)
+			want := strings.ReplaceAll(tc.want, "BIN", bin)
+			if (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
+				t.Errorf("%v, want %q", err, want)
+			}
+		})
+	}
+	// ab itself asks before its first round, of the suite's backend.
+	suite := filepath.Join(dir, "k.yaml")
+	os.WriteFile(suite, []byte("name: k\nbackend: cpu\ncases:\n  - name: matmul\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 64, k: 64, dtype: f32 }\n"), 0o644)
+	bad := filepath.Join(dir, "no-cpu")
+	os.WriteFile(bad, []byte("#!/bin/sh\n"+devices(`[{"backend":"cpu","device":null,"status":"broken here"}]`)), 0o755)
+	_, stderr, err := mtl(t, "ab", suite, "--baseline-bin", bad, "--candidate-bin", bad, "--rounds", "3", "--keep", filepath.Join(dir, "keep"))
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "cannot open backend cpu here: broken here") || strings.Contains(stderr, "round 1/3") {
+		t.Errorf("ab with a side that cannot open its backend: exit %d, %v\n%s", exitCode(err), err, stderr)
+	}
+}
