@@ -16,6 +16,42 @@ func with(base []Use, more ...Use) []Use {
 	return append(append([]Use(nil), base...), more...)
 }
 
+// matMulUses is MatMul's and QMatMul's shape: a float op and its packed
+// twin take the same params and defaults, only the weight's dtype differs.
+func matMulUses(dt DType) []Use {
+	return []Use{
+		{Param: M, Default: 1, Alias: Tokens},
+		{Param: N, Default: 2048},
+		{Param: K, Default: 2048, Alias: Hidden},
+		{Param: DTypeParam, Value: string(dt)},
+		{Param: Bias},
+	}
+}
+
+// moeUses is MoE's and QMoE's shape (as matMulUses).
+func moeUses(dt DType) []Use {
+	return []Use{
+		{Param: Tokens, Default: 1},
+		{Param: Experts, Default: 128},
+		{Param: TopK, Default: 8},
+		{Param: Hidden, Default: 2048},
+		{Param: Intermediate, Default: 768},
+		{Param: DTypeParam, Value: string(dt)},
+		{Param: MoEStrategyParam, Value: string(MoEGrouped)},
+		{Param: MoEChunk, Default: 64},
+	}
+}
+
+// gatherUses is Embedding's and QEmbedding's shape (as matMulUses).
+func gatherUses(dt DType) []Use {
+	return []Use{
+		{Param: Tokens, Default: 1},
+		{Param: Width, Default: 2048, Alias: Hidden},
+		{Param: N, Default: 32000},
+		{Param: DTypeParam, Value: string(dt)},
+	}
+}
+
 // decls are the ops, in the order listings show them.
 var decls = []*Op{
 	{
@@ -96,15 +132,9 @@ var decls = []*Op{
 		},
 	},
 	{
-		ID:  MatMul,
-		Doc: "x[m,k] times the weight[n,k] transposed",
-		Params: []Use{
-			{Param: M, Default: 1, Alias: Tokens},
-			{Param: N, Default: 2048},
-			{Param: K, Default: 2048, Alias: Hidden},
-			{Param: DTypeParam, Value: string(BF16)},
-			{Param: Bias},
-		},
+		ID:        MatMul,
+		Doc:       "x[m,k] times the weight[n,k] transposed",
+		Params:    matMulUses(BF16),
 		Reference: kernels.MatMul,
 		Cost: func(s Shape, t Types) Cost {
 			m, n, k, b := int64(s[M]), int64(s[N]), int64(s[K]), int64(s[Bias])
@@ -113,18 +143,9 @@ var decls = []*Op{
 		Tuning: map[Backend]*Space{CPU: cpuMatMul, CUDA: cudaMatMul, Metal: metalMatMul},
 	},
 	{
-		ID:  MoE,
-		Doc: "router, top-k and the routed experts' SwiGLU FFNs, weighted into one output",
-		Params: []Use{
-			{Param: Tokens, Default: 1},
-			{Param: Experts, Default: 128},
-			{Param: TopK, Default: 8},
-			{Param: Hidden, Default: 2048},
-			{Param: Intermediate, Default: 768},
-			{Param: DTypeParam, Value: string(BF16)},
-			{Param: MoEStrategyParam, Value: string(MoEGrouped)},
-			{Param: MoEChunk, Default: 64},
-		},
+		ID:        MoE,
+		Doc:       "router, top-k and the routed experts' SwiGLU FFNs, weighted into one output",
+		Params:    moeUses(BF16),
 		Reference: kernels.MoE,
 		Cost:      moeCost,
 		Tuning:    map[Backend]*Space{CPU: cpuMoE, CUDA: cudaMoE, Metal: metalMoE},
@@ -146,14 +167,9 @@ var decls = []*Op{
 		Tuning: map[Backend]*Space{Metal: metalArgmax},
 	},
 	{
-		ID:  Embedding,
-		Doc: "rows of the embedding table for the token ids",
-		Params: []Use{
-			{Param: Tokens, Default: 1},
-			{Param: Width, Default: 2048, Alias: Hidden},
-			{Param: N, Default: 32000},
-			{Param: DTypeParam, Value: string(BF16)},
-		},
+		ID:        Embedding,
+		Doc:       "rows of the embedding table for the token ids",
+		Params:    gatherUses(BF16),
 		Reference: kernels.Gather,
 		Cost: func(s Shape, t Types) Cost {
 			n := int64(s[Tokens]) * int64(s[Width])
@@ -222,15 +238,9 @@ func gatheredRows(s Shape) int64 { return int64(min(s[Tokens], s[N])) }
 // decode stay right.
 var quantDecls = []*Op{
 	{
-		ID:  QMatMul,
-		Doc: "x[m,k] times a packed weight[n,k] transposed, dequantized in registers",
-		Params: []Use{
-			{Param: M, Default: 1, Alias: Tokens},
-			{Param: N, Default: 2048},
-			{Param: K, Default: 2048, Alias: Hidden},
-			{Param: DTypeParam, Value: string(Q4)},
-			{Param: Bias},
-		},
+		ID:        QMatMul,
+		Doc:       "x[m,k] times a packed weight[n,k] transposed, dequantized in registers",
+		Params:    matMulUses(Q4),
 		Reference: quant.MatMul,
 		Cost: func(s Shape, t Types) Cost {
 			m, n, k, b := int64(s[M]), int64(s[N]), int64(s[K]), int64(s[Bias])
@@ -239,18 +249,9 @@ var quantDecls = []*Op{
 		Tuning: map[Backend]*Space{CUDA: cudaQMatMul, Metal: metalQMatMul},
 	},
 	{
-		ID:  QMoE,
-		Doc: "router (bf16), top-k and the routed packed experts' SwiGLU FFNs",
-		Params: []Use{
-			{Param: Tokens, Default: 1},
-			{Param: Experts, Default: 128},
-			{Param: TopK, Default: 8},
-			{Param: Hidden, Default: 2048},
-			{Param: Intermediate, Default: 768},
-			{Param: DTypeParam, Value: string(Q4)},
-			{Param: MoEStrategyParam, Value: string(MoEGrouped)},
-			{Param: MoEChunk, Default: 64},
-		},
+		ID:        QMoE,
+		Doc:       "router (bf16), top-k and the routed packed experts' SwiGLU FFNs",
+		Params:    moeUses(Q4),
 		Reference: quant.MoE,
 		Cost: func(s Shape, t Types) Cost {
 			tok, e, k := int64(s[Tokens]), int64(s[Experts]), int64(s[TopK])
@@ -270,14 +271,9 @@ var quantDecls = []*Op{
 		Tuning: map[Backend]*Space{Metal: metalQMoE},
 	},
 	{
-		ID:  QEmbedding,
-		Doc: "rows of a packed embedding table for the token ids, dequantized",
-		Params: []Use{
-			{Param: Tokens, Default: 1},
-			{Param: Width, Default: 2048, Alias: Hidden},
-			{Param: N, Default: 32000},
-			{Param: DTypeParam, Value: string(Q4)},
-		},
+		ID:        QEmbedding,
+		Doc:       "rows of a packed embedding table for the token ids, dequantized",
+		Params:    gatherUses(Q4),
 		Reference: quant.Gather,
 		Cost: func(s Shape, t Types) Cost {
 			tok, w := int64(s[Tokens]), int64(s[Width])
