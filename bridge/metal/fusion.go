@@ -141,11 +141,7 @@ func (b *Backend) growMV(f *mvFused, ops []bridge.Op, span int) int {
 		if !ok || g.m != f.m || g.k != f.k || g.dt != f.dt || g.out[0].sameStart(f.x) {
 			break
 		}
-		dup := false
-		for _, o := range f.out[:f.nsegs] {
-			dup = dup || o.sameStart(g.out[0])
-		}
-		if dup {
+		if anyStartsAt(f.out[:f.nsegs], g.out[0]) {
 			break
 		}
 		f.w[f.nsegs], f.out[f.nsegs], f.bias[f.nsegs] = g.w[0], g.out[0], g.bias[0]
@@ -215,7 +211,7 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 			return 0, nil
 		}
 		n := 1 + b.growQMV(&f, ops[1:], span-1)
-		if writesOver(f.out[:f.nsegs], x) {
+		if anyStartsAt(f.out[:f.nsegs], x) {
 			return 0, nil
 		}
 		if n, f.gelu, ok = b.normTail(ops, n, span, nm, f.nsegs == 1 && !f.swig, f.out[0], f.m*f.q[0].Dims[0]); !ok {
@@ -235,7 +231,7 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 			return 0, nil
 		}
 		n := 1 + b.growMV(&f, ops[1:], span-1)
-		if writesOver(f.out[:f.nsegs], x) {
+		if anyStartsAt(f.out[:f.nsegs], x) {
 			return 0, nil
 		}
 		if n, f.gelu, ok = b.normTail(ops, n, span, nm, f.nsegs == 1 && !f.swig, f.out[0], f.m*f.w[0].shape[0]); !ok {
@@ -253,9 +249,9 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 	return 0, nil
 }
 
-// writesOver: one of a folded norm's GEMVs writes over the norm's input x,
-// which the other threadgroups of the dispatch may still be reading.
-func writesOver(outs []*tensor, x *tensor) bool {
+// anyStartsAt: one of outs begins where x does, so a fused dispatch writing
+// outs would clobber x (an input, another GEMV's output) mid-dispatch.
+func anyStartsAt(outs []*tensor, x *tensor) bool {
 	for _, o := range outs {
 		if o.sameStart(x) {
 			return true
@@ -413,11 +409,7 @@ func (b *Backend) growQMV(f *qmv, ops []bridge.Op, span int) int {
 		if !ok || g.m != f.m || g.q[0].Spec != f.q[0].Spec || g.q[0].Dims[1] != f.q[0].Dims[1] || g.out[0].sameStart(f.x) {
 			break
 		}
-		dup := false
-		for _, o := range f.out[:f.nsegs] {
-			dup = dup || o.sameStart(g.out[0])
-		}
-		if dup {
+		if anyStartsAt(f.out[:f.nsegs], g.out[0]) {
 			break
 		}
 		f.q[f.nsegs], f.out[f.nsegs], f.bias[f.nsegs] = g.q[0], g.out[0], g.bias[0]
