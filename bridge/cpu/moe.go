@@ -52,7 +52,13 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 			copy(y[int(pi)*H:(int(pi)+1)*H], yg[r*H:(r+1)*H])
 		}
 	})
-	o := f32s(out)
+	combineTopK(f32s(out), y, weights, T, K, H)
+}
+
+// combineTopK writes each of T tokens' output o as its K experts' outputs y
+// weighted by weights and summed in top-k order, so that the sum does not
+// depend on the order in which the strategy ran the pairs.
+func combineTopK(o, y, weights []float32, T, K, H int) {
 	for t := 0; t < T; t++ {
 		row := o[t*H : (t+1)*H]
 		clear(row)

@@ -144,18 +144,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 			copy(y[int(pi)*H:(int(pi)+1)*H], yg[r*H:(r+1)*H])
 		}
 	})
-	o := f32s(out)
-	for t := 0; t < T; t++ {
-		row := o[t*H : (t+1)*H]
-		clear(row)
-		for j := 0; j < K; j++ {
-			wt := weights[t*K+j]
-			yr := y[(t*K+j)*H : (t*K+j+1)*H]
-			for i := range row {
-				row[i] += wt * yr[i]
-			}
-		}
-	}
+	combineTopK(f32s(out), y, weights, T, K, H)
 }
 
 type qmoeScratch struct {
