@@ -53,35 +53,12 @@ func (b *Bench) prepareLayerNorm(p *params, add bool) error {
 		}
 		return nil
 	}
-	// The residual takes x and -x in turn, so it stays where it was over
-	// any number of calls (see prepareNorm).
-	res, err := b.upload(b.act, []int{T, W}, 0, 1)
-	if err != nil {
-		return err
-	}
-	neg, err := b.uploadFrom(b.act, []int{T, W}, negated(x))
-	if err != nil {
-		return err
-	}
-	b.needScratch(5 * f32(T, W)) // res, x, out and res read back, the reference
-	xin := func(i int) *host {
-		if i%2 == 0 {
-			return x
-		}
-		return neg
-	}
-	b.call = func(i int) { b.be.AddLayerNorm(out, res.t, xin(i).t, w.t, bias.t, gpt2Eps) }
-	b.check = func() (float64, float64, error) {
-		before, after, err := b.around([]bridge.Tensor{res.t, xin(0).t}, out, res.t)
-		if err != nil {
-			return 0, 0, err
-		}
-		rs, xs, got, gotRes := before[0], before[1], after[0], after[1]
-		want := make([]float32, len(xs))
-		kernels.AddLayerNorm(want, rs, xs, w.values(), bias.values(), W, gpt2Eps)
-		return max(maxDiff(got, want), maxDiff(gotRes, rs)), max(maxAbs(want), maxAbs(rs)), nil
-	}
-	return nil
+	// The residual takes x and -x in turn (addNorm).
+	return b.addNorm(x, out, T, W,
+		func(res, x bridge.Tensor) { b.be.AddLayerNorm(out, res, x, w.t, bias.t, gpt2Eps) },
+		func(want, rs, xs []float32) {
+			kernels.AddLayerNorm(want, rs, xs, w.values(), bias.values(), W, gpt2Eps)
+		})
 }
 
 func (b *Bench) prepareGELU(p *params) error {

@@ -59,8 +59,16 @@ func (b *Bench) prepareNorm(p *params, add bool) error {
 		}
 		return nil
 	}
-	// AddRMSNorm accumulates into the residual; alternating x and -x keeps
-	// it from growing over millions of calls (which would overflow in f16).
+	return b.addNorm(x, out, T, W,
+		func(res, x bridge.Tensor) { b.be.AddRMSNorm(out, res, x, w.t, eps) },
+		func(want, rs, xs []float32) { kernels.AddRMSNorm(want, rs, xs, w.values(), W, eps) })
+}
+
+// addNorm sets up the bench of an add-and-norm op (AddRMSNorm,
+// AddLayerNorm): call(res, x) runs it, ref(want, res, x) is its reference.
+// The op accumulates into the residual; alternating x and -x keeps it from
+// growing over millions of calls (which would overflow in f16).
+func (b *Bench) addNorm(x *host, out bridge.Tensor, T, W int, call func(res, x bridge.Tensor), ref func(want, res, x []float32)) error {
 	res, err := b.upload(b.act, []int{T, W}, 0, 1)
 	if err != nil {
 		return err
@@ -79,7 +87,7 @@ func (b *Bench) prepareNorm(p *params, add bool) error {
 		}
 		return neg
 	}
-	b.call = func(i int) { b.be.AddRMSNorm(out, res.t, xin(i).t, w.t, eps) }
+	b.call = func(i int) { call(res.t, xin(i).t) }
 	b.check = func() (float64, float64, error) {
 		in := xin(0) // the input of call 0, which a check runs
 		before, after, err := b.around([]bridge.Tensor{res.t, in.t}, out, res.t)
@@ -88,7 +96,7 @@ func (b *Bench) prepareNorm(p *params, add bool) error {
 		}
 		rs, xs, got, gotRes := before[0], before[1], after[0], after[1]
 		want := make([]float32, len(xs))
-		kernels.AddRMSNorm(want, rs, xs, w.values(), W, eps)
+		ref(want, rs, xs)
 		return max(maxDiff(got, want), maxDiff(gotRes, rs)), max(maxAbs(want), maxAbs(rs)), nil
 	}
 	return nil
