@@ -67,22 +67,27 @@ func checkGemm(dstLen, ldd, xLen, wLen, m, n, k int) {
 	}
 }
 
-// zeroDst handles k == 0, where every dot product is empty.
-func zeroDst(dst []float32, ldd, m, n int) {
-	for i := 0; i < m; i++ {
-		clear(dst[i*ldd : i*ldd+n])
+// gemmTrivial checks a GEMM's shapes (checkGemm) and does the empty ones
+// the one way for every weight dtype: no output (m or n 0), or outputs of
+// empty dot products (k 0) zeroed. It reports whether nothing is left.
+func gemmTrivial(dst []float32, ldd, xLen, wLen, m, n, k int) bool {
+	checkGemm(len(dst), ldd, xLen, wLen, m, n, k)
+	if m == 0 || n == 0 {
+		return true
 	}
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			clear(dst[i*ldd : i*ldd+n])
+		}
+		return true
+	}
+	return false
 }
 
 // GemmBF16 computes dst[i*ldd+j] = sum_kk x[i*k+kk] * w[j*k+kk] for i in
 // [0,m), j in [0,n), with w holding n rows of k bf16 values.
 func GemmBF16(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) {
-	checkGemm(len(dst), ldd, len(x), len(w), m, n, k)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 {
-		zeroDst(dst, ldd, m, n)
+	if gemmTrivial(dst, ldd, len(x), len(w), m, n, k) {
 		return
 	}
 	if level == levelGeneric || !gemmBF16Arch(dst, ldd, x, w, m, n, k) {
@@ -92,12 +97,7 @@ func GemmBF16(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) {
 
 // GemmF16 is GemmBF16 for IEEE half-precision weights.
 func GemmF16(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) {
-	checkGemm(len(dst), ldd, len(x), len(w), m, n, k)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 {
-		zeroDst(dst, ldd, m, n)
+	if gemmTrivial(dst, ldd, len(x), len(w), m, n, k) {
 		return
 	}
 	if level == levelGeneric || !gemmF16Arch(dst, ldd, x, w, m, n, k) {
@@ -107,12 +107,7 @@ func GemmF16(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) {
 
 // GemmF32 is GemmBF16 for f32 weights.
 func GemmF32(dst []float32, ldd int, x []float32, w []float32, m, n, k int) {
-	checkGemm(len(dst), ldd, len(x), len(w), m, n, k)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 {
-		zeroDst(dst, ldd, m, n)
+	if gemmTrivial(dst, ldd, len(x), len(w), m, n, k) {
 		return
 	}
 	if level == levelGeneric || !gemmF32Arch(dst, ldd, x, w, m, n, k) {
