@@ -168,6 +168,20 @@ func (g *gen) prefetch(n int) {
 	}
 }
 
+// advanceRows steps BX past the n bytes each of the four weight rows just
+// gave, prefetching the lines pfDist ahead of them first.
+func (g *gen) advanceRows(n int) {
+	g.prefetch(n)
+	g.p("ADDQ $%d, BX", n)
+}
+
+// endBlockLoop closes the loop over CX blocks (label block) and the kernel.
+func (g *gen) endBlockLoop() {
+	g.p("DECQ CX")
+	g.p("JNZ block")
+	g.footer()
+}
+
 func (g *gen) acc(r int) string  { return g.v(r) }
 func (g *gen) part(r int) string { return g.v(4 + r) }
 
@@ -289,8 +303,7 @@ func (g *gen) affine8(f string) string {
 		}
 	}
 	g.p("ADDQ $128, SI")
-	g.prefetch(32)
-	g.p("ADDQ $32, BX")
+	g.advanceRows(32)
 	g.p("DECQ DX")
 	g.p("JNZ inner")
 	g.affineTail(f)
@@ -367,11 +380,8 @@ func (g *gen) q8_0() string {
 		g.p("VFMADD231PS %s, %s, %s", g.v(10), g.part(r), g.acc(r))
 	}
 	g.p("ADDQ $128, SI")
-	g.prefetch(34)
-	g.p("ADDQ $34, BX")
-	g.p("DECQ CX")
-	g.p("JNZ block")
-	g.footer()
+	g.advanceRows(34)
+	g.endBlockLoop()
 	return name
 }
 
@@ -406,11 +416,8 @@ func (g *gen) q4_0() string {
 	}
 	g.p("ADDQ $128, SI")
 	g.p("ADDQ $32, DI")
-	g.prefetch(18)
-	g.p("ADDQ $18, BX")
-	g.p("DECQ CX")
-	g.p("JNZ block")
-	g.footer()
+	g.advanceRows(18)
+	g.endBlockLoop()
 	return name
 }
 
@@ -449,11 +456,8 @@ func (g *gen) q4_k() string {
 	}
 	g.p("ADDQ $1024, SI")
 	g.p("ADDQ $128, R11")
-	g.prefetch(144)
-	g.p("ADDQ $144, BX")
-	g.p("DECQ CX")
-	g.p("JNZ block")
-	g.footer()
+	g.advanceRows(144)
+	g.endBlockLoop()
 	return name
 }
 
@@ -508,11 +512,8 @@ func (g *gen) q6_k() string {
 	}
 	g.p("ADDQ $1024, SI")
 	g.p("ADDQ $256, R11")
-	g.prefetch(210)
-	g.p("ADDQ $210, BX")
-	g.p("DECQ CX")
-	g.p("JNZ block")
-	g.footer()
+	g.advanceRows(210)
+	g.endBlockLoop()
 	return name
 }
 
@@ -671,8 +672,7 @@ func (g *gen) affineInt(bits, grp int, f string, data *bytes.Buffer) string {
 			}
 		}
 		g.p("ADDQ $%d, SI", ub)
-		g.prefetch(64)
-		g.p("ADDQ $64, BX")
+		g.advanceRows(64)
 	}
 	// The step's scales.
 	for r := 0; r < 4; r++ {
@@ -988,11 +988,8 @@ func (g *gen) q4kInt(data *bytes.Buffer) string {
 		g.p("ADDQ $512, SI")
 	}
 	g.p("ADDQ $128, R11")
-	g.prefetch(144)
-	g.p("ADDQ $144, BX")
-	g.p("DECQ CX")
-	g.p("JNZ block")
-	g.footer()
+	g.advanceRows(144)
+	g.endBlockLoop()
 	return name
 }
 
@@ -1106,11 +1103,8 @@ func (g *gen) q6kInt(data *bytes.Buffer) string {
 		g.p("ADDQ $512, SI")
 	}
 	g.p("ADDQ $256, R11")
-	g.prefetch(210)
-	g.p("ADDQ $210, BX")
-	g.p("DECQ CX")
-	g.p("JNZ block")
-	g.footer()
+	g.advanceRows(210)
+	g.endBlockLoop()
 	return name
 }
 
@@ -1178,8 +1172,7 @@ func (g *gen) q40Int(data *bytes.Buffer) string {
 		g.p("VFMADD231PS Z%d, Z%d, Z%d", 24+r, 4+r, r)
 	}
 	g.p("ADDQ $512, SI")
-	g.prefetch(72)
-	g.p("ADDQ $72, BX")
+	g.advanceRows(72)
 	g.p("DECQ CX")
 	g.p("JNZ unit")
 	g.label("done")
