@@ -223,6 +223,24 @@ func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 	return pk
 }
 
+// moeTokens checks a MoE block's (float or packed) output, input and top-k
+// the one way for both, and returns its tokens; 0: nothing to encode.
+func (b *Backend) moeTokens(name string, o, xs *tensor, w *bridge.MoEWeights) int {
+	if !b.checkF32(name, o, xs) {
+		return 0
+	}
+	K, E := w.TopK, len(w.Gate)
+	T := xs.n / w.Hidden
+	if T == 0 {
+		return 0
+	}
+	if K < 1 || K > E || K > moeMaxTopK {
+		b.fail("%s: top-k %d of %d experts (1 to min(%d, experts))", name, K, E, moeMaxTopK)
+		return 0
+	}
+	return T
+}
+
 // MoE encodes a sparse MoE block: router matmul, route (softmax, top-k,
 // renormalise, distinct-expert count), group the pairs by expert in chunks
 // (the strategy), the two expert GEMMs over the tiles, and the weighted
@@ -240,19 +258,12 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams, fusedRoute bool, fold moeFold) {
 	residual := fold.residual
 	o, xs, router := tt(out), tt(x), tt(w.Router)
-	if !b.checkF32("moe", o, xs) {
+	T := b.moeTokens("moe", o, xs, w)
+	if T == 0 {
 		return
 	}
 	H, I, K := w.Hidden, w.Inter, w.TopK
 	E := len(w.Gate)
-	T := xs.n / H
-	if T == 0 {
-		return
-	}
-	if K < 1 || K > E || K > moeMaxTopK {
-		b.fail("moe: top-k %d of %d experts (1 to min(%d, experts))", K, E, moeMaxTopK)
-		return
-	}
 	pk := b.experts(w)
 	if pk == nil {
 		return

@@ -645,19 +645,12 @@ func sumSimdgroups(p mtl.Pipeline, K int) int {
 // norm only on the GEMVs, which the fusion checks first).
 func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams, fold moeFold) {
 	o, xs := tt(out), tt(x)
-	if !b.checkF32("qmoe", o, xs) {
+	T := b.moeTokens("qmoe", o, xs, w)
+	if T == 0 {
 		return
 	}
 	H, I, K := w.Hidden, w.Inter, w.TopK
 	E := len(w.Gate)
-	T := xs.n / H
-	if T == 0 {
-		return
-	}
-	if K < 1 || K > E || K > moeMaxTopK {
-		b.fail("qmoe: top-k %d of %d experts (1 to min(%d, experts))", K, E, moeMaxTopK)
-		return
-	}
 	pk := b.qexperts(w)
 	if pk == nil {
 		return
