@@ -197,15 +197,22 @@ func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 	}
 	ops = append(ops, &bridge.AddRMSNormOp{At: at(-1, bridge.CompNorm, "final_norm"), Out: ws.h, Residual: ws.resid, X: ws.mlp,
 		W: w.norm, Eps: c.Eps})
-	head := at(-1, bridge.CompOther, "lm_head")
+	return lmHeadOps(ops, ws, w.lmHead, gather, argmax)
+}
+
+// lmHeadOps appends what every architecture runs after its final norm
+// (whose output is ws.h): the gather of the logit rows, the LM head and
+// the argmax, by stepOps' variant.
+func lmHeadOps(ops []bridge.Op, ws *workspace, lmHead bridge.Tensor, gather, argmax bool) []bridge.Op {
+	head := bridge.At{Layer: -1, Component: bridge.CompOther, Name: "lm_head"}
 	hl := ws.h
 	if gather {
 		ops = append(ops, &bridge.GatherRowsOp{At: head, Out: ws.hl, X: ws.h})
 		hl = ws.hl
 	}
-	ops = append(ops, mm(head, ws.logits, hl, w.lmHead, nil))
+	ops = append(ops, mm(head, ws.logits, hl, lmHead, nil))
 	if argmax {
-		ops = append(ops, &bridge.ArgmaxOp{At: at(-1, bridge.CompOther, "argmax"), Out: ws.argmax, Logits: ws.logits})
+		ops = append(ops, &bridge.ArgmaxOp{At: bridge.At{Layer: -1, Component: bridge.CompOther, Name: "argmax"}, Out: ws.argmax, Logits: ws.logits})
 	}
 	return ops
 }
@@ -270,15 +277,5 @@ func (e *Engine) buildGPT2Ops(ws *workspace, gather, argmax bool) []bridge.Op {
 	}
 	ops = append(ops, &bridge.AddLayerNormOp{At: at(-1, bridge.CompNorm, "ln_f"), Out: ws.h, Residual: ws.resid, X: ws.mlp,
 		W: w.norm, B: w.normB, Eps: c.Eps})
-	head := at(-1, bridge.CompOther, "lm_head")
-	hl := ws.h
-	if gather {
-		ops = append(ops, &bridge.GatherRowsOp{At: head, Out: ws.hl, X: ws.h})
-		hl = ws.hl
-	}
-	ops = append(ops, mm(head, ws.logits, hl, w.lmHead, nil))
-	if argmax {
-		ops = append(ops, &bridge.ArgmaxOp{At: at(-1, bridge.CompOther, "argmax"), Out: ws.argmax, Logits: ws.logits})
-	}
-	return ops
+	return lmHeadOps(ops, ws, w.lmHead, gather, argmax)
 }
