@@ -17,6 +17,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/kernels/ops"
@@ -281,6 +282,26 @@ func backendOptions(threads int) (backends.Options, error) {
 	o, err := envconfig.Backends()
 	o.Threads = threads
 	return o, err
+}
+
+// openBackendFlag opens the backend --backend names with --threads (and
+// the environment's options), the one way for the commands that take
+// both; it refuses --threads where that backend takes none.
+func openBackendFlag(c *cli.Context) (bridge.Backend, bridge.DeviceInfo, error) {
+	bo, err := backendOptions(c.Int("threads"))
+	if err != nil {
+		return nil, bridge.DeviceInfo{}, err
+	}
+	be, err := backends.Open(c.String("backend"), bo)
+	if err != nil {
+		return nil, bridge.DeviceInfo{}, err
+	}
+	info := be.Info()
+	if err := bench.ThreadsFlag(c.Int("threads"), info.Backend, be); err != nil {
+		be.Close()
+		return nil, bridge.DeviceInfo{}, err
+	}
+	return be, info, nil
 }
 
 // threadsUsage is --threads' help wherever a command opens a backend.

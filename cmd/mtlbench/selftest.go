@@ -14,7 +14,6 @@ import (
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/reports/table"
-	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/selftest"
 )
 
@@ -44,19 +43,11 @@ func selftestCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			bo, err := backendOptions(c.Int("threads"))
-			if err != nil {
-				return err
-			}
-			be, err := backends.Open(c.String("backend"), bo)
+			be, info, err := openBackendFlag(c)
 			if err != nil {
 				return err
 			}
 			defer be.Close()
-			info := be.Info()
-			if err := bench.ThreadsFlag(c.Int("threads"), info.Backend, be); err != nil {
-				return err
-			}
 			fmt.Fprintf(c.App.ErrWriter, "selftest: %s on %s\n", info.Backend, info.Name)
 			o := selftest.Options{ModelShapes: c.Bool("model-shapes"), Filter: c.String("filter"), Timed: c.Bool("timed")}
 			rs, err := selftest.RunWith(be, o, func(done, total int, r selftest.Result) {

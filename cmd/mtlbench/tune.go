@@ -502,19 +502,11 @@ func tuneShow(c *cli.Context) error {
 			}
 		}
 	}
-	bo, err := backendOptions(c.Int("threads"))
-	if err != nil {
-		return err
-	}
-	be, err := backends.Open(c.String("backend"), bo)
+	be, info, err := openBackendFlag(c)
 	if err != nil {
 		return err
 	}
 	defer be.Close()
-	info := be.Info()
-	if err := bench.ThreadsFlag(c.Int("threads"), info.Backend, be); err != nil {
-		return err
-	}
 	threads := tune.LimitsOf(be).MaxThreads
 	t := &table.Table{Title: fmt.Sprintf("tuned configs (this device: %s, %s, %d threads)", info.Name, info.Backend, threads),
 		Header: []string{"from", "device", "backend", "kernel", "dtype", "bucket", "config", "vs default", "p", "tuned", "tool", "status"},
