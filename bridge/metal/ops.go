@@ -234,20 +234,29 @@ func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
 		return
 	}
 	n, k := ws.shape[0], ws.shape[1]
-	m := xs.n / k
-	if o.n < m*n {
-		b.fail("matmul: output of %d elements for %dx%d", o.n, m, n)
+	m, bv, ok := b.matmulOperands("matmul", o, xs, bs, n, k)
+	if !ok {
 		return
+	}
+	b.matmul(o.view(), xs.view(), m, ws, bv)
+}
+
+// matmulOperands checks a float or packed matmul's output and bias against
+// its n x k weight the one way for both; it returns x's rows and the bias.
+func (b *Backend) matmulOperands(name string, o, xs, bs *tensor, n, k int) (m int, bv view, ok bool) {
+	m = xs.n / k
+	if o.n < m*n {
+		b.fail("%s: output of %d elements for %dx%d", name, o.n, m, n)
+		return 0, view{}, false
 	}
 	if bs != nil && bs.n < n {
-		b.fail("matmul: bias of %d values for %d outputs a row", bs.n, n)
-		return
+		b.fail("%s: bias of %d values for %d outputs a row", name, bs.n, n)
+		return 0, view{}, false
 	}
-	var bv view
 	if bs != nil {
 		bv = bs.view()
 	}
-	b.matmul(o.view(), xs.view(), m, ws, bv)
+	return m, bv, true
 }
 
 // matmul encodes out[m][n] = x[m][k] * w^T (+ bias when bias.buf is set).

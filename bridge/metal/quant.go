@@ -163,18 +163,9 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 		return
 	}
 	n, k := q.Dims[0], q.Dims[1]
-	m := xs.n / k
-	if o.n < m*n {
-		b.fail("qmatmul: output of %d elements for %dx%d", o.n, m, n)
+	m, bv, ok := b.matmulOperands("qmatmul", o, xs, bs, n, k)
+	if !ok {
 		return
-	}
-	if bs != nil && bs.n < n {
-		b.fail("qmatmul: bias of %d values for %d outputs a row", bs.n, n)
-		return
-	}
-	var bv view
-	if bs != nil {
-		bv = bs.view()
 	}
 	b.qmatmul(o.view(), xs.view(), m, q, bv)
 }
