@@ -72,13 +72,8 @@ func (b *Backend) PositionEmbedding(x, table bridge.Tensor) {
 	if !b.checkF32("position_embedding", xs) {
 		return
 	}
-	if len(tb.shape) != 2 {
-		b.fail("position_embedding: table of shape %v", tb.shape)
-		return
-	}
-	name := positionKernel[tb.dt]
+	name := b.tableKernel("position_embedding", tb, positionKernel)
 	if name == "" {
-		b.fail("position_embedding: %v table", tb.dt)
 		return
 	}
 	T, dim := b.step.sec.numTokens, tb.shape[1]
@@ -89,11 +84,5 @@ func (b *Backend) PositionEmbedding(x, table bridge.Tensor) {
 		b.fail("position_embedding: x of %d elements for %d tokens of %d", xs.n, T, dim)
 		return
 	}
-	p := b.pipeline(name, fcNone)
-	b.args(argBytes(b, embedArgs{Tokens: uint32(T), Dim: uint32(dim), Vocab: uint32(tb.shape[0])}))
-	b.bind(1, b.metaView(b.step.sec.positions, T), false)
-	b.in(2, tb)
-	b.bind(3, xs.view(), true)
-	b.bind(4, view{b.step.errBuf, 0, 16}, true)
-	b.dispatchThreads(p, [3]int{dim, T, 1}, [3]int{min(dim, b.tuning.EltThreads), 1, 1})
+	b.tableRows(name, tb, b.metaView(b.step.sec.positions, T), T, xs) // added into x
 }

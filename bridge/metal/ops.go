@@ -132,13 +132,8 @@ func (b *Backend) Embedding(out, table bridge.Tensor) {
 	if !b.checkF32("embedding", o) {
 		return
 	}
-	if len(tb.shape) != 2 {
-		b.fail("embedding: table of shape %v", tb.shape)
-		return
-	}
-	name := embeddingKernel[tb.dt]
+	name := b.tableKernel("embedding", tb, embeddingKernel)
 	if name == "" {
-		b.fail("embedding: %v table", tb.dt)
 		return
 	}
 	T, dim := b.step.sec.numTokens, tb.shape[1]
@@ -146,11 +141,32 @@ func (b *Backend) Embedding(out, table bridge.Tensor) {
 		b.fail("embedding: output of %d elements for %d tokens of %d", o.n, T, dim)
 		return
 	}
+	b.tableRows(name, tb, b.metaView(b.step.sec.tokens, T), T, o)
+}
+
+// tableKernel checks a row table (token or position embeddings) the one
+// way for its ops and names the kernel of its dtype; "" when it failed.
+func (b *Backend) tableKernel(op string, tb *tensor, kernels map[bridge.DType]string) string {
+	if len(tb.shape) != 2 {
+		b.fail("%s: table of shape %v", op, tb.shape)
+		return ""
+	}
+	name := kernels[tb.dt]
+	if name == "" {
+		b.fail("%s: %v table", op, tb.dt)
+	}
+	return name
+}
+
+// tableRows dispatches a row-table kernel (embedding_*, position_embedding_*,
+// one argument layout) over T rows of tb picked by the indices idx into dst.
+func (b *Backend) tableRows(name string, tb *tensor, idx view, T int, dst *tensor) {
+	dim := tb.shape[1]
 	p := b.pipeline(name, fcNone)
 	b.args(argBytes(b, embedArgs{Tokens: uint32(T), Dim: uint32(dim), Vocab: uint32(tb.shape[0])}))
-	b.bind(1, b.metaView(b.step.sec.tokens, T), false)
+	b.bind(1, idx, false)
 	b.in(2, tb)
-	b.out(3, o)
+	b.out(3, dst)
 	b.bind(4, view{b.step.errBuf, 0, 16}, true)
 	b.dispatchThreads(p, [3]int{dim, T, 1}, [3]int{min(dim, b.tuning.EltThreads), 1, 1})
 }
