@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -300,7 +301,7 @@ func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tens
 	b.memMu.Lock()
 	t := b.weights[key]
 	b.memMu.Unlock()
-	if t != nil && sameShape(t.shape, shape) && t.mem != nil && !t.mem.freed.Load() {
+	if t != nil && slices.Equal(t.shape, shape) && t.mem != nil && !t.mem.freed.Load() {
 		return t, nil
 	}
 	d, err := b.upload(data)
@@ -313,18 +314,6 @@ func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tens
 	b.weights[key] = t
 	b.memMu.Unlock()
 	return t, nil
-}
-
-func sameShape(a, c []int) bool {
-	if len(a) != len(c) {
-		return false
-	}
-	for i := range a {
-		if a[i] != c[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Free releases t's memory once no queued work can use it.

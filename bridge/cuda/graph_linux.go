@@ -5,6 +5,7 @@ package cuda
 import (
 	"hash/maphash"
 	"math"
+	"slices"
 	"unsafe"
 )
 
@@ -51,18 +52,6 @@ func hashKey(k []uint64) uint64 {
 	return maphash.Bytes(graphSeed, unsafe.Slice((*byte)(unsafe.Pointer(&k[0])), len(k)*8))
 }
 
-func equalKeys(a, c []uint64) bool {
-	if len(a) != len(c) {
-		return false
-	}
-	for i := range a {
-		if a[i] != c[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // runGraph replays the graph of this exact list, captures one when the list
 // is seen for the second time, and otherwise launches directly.
 func (b *Backend) runGraph(ents []entry, args []uint64) error {
@@ -80,7 +69,7 @@ func (b *Backend) runGraph(ents []entry, args []uint64) error {
 	k := b.listKey(ents, args)
 	h := hashKey(k)
 	b.useCount++
-	if g := b.graphs[h]; g != nil && equalKeys(g.key, k) {
+	if g := b.graphs[h]; g != nil && slices.Equal(g.key, k) {
 		g.used = b.useCount
 		return b.check("cuGraphLaunch", call(a.cuGraphLaunch, g.exec, b.stream))
 	}

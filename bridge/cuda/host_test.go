@@ -146,10 +146,10 @@ func TestGraphKeyHoldsEveryArgument(t *testing.T) {
 		{kind: entLaunch, fn: 2, grid: [3]uint32{64, 1, 1}, block: 256, a0: 2, a1: 3}}
 	key := func(args ...uint64) []uint64 { return slices.Clone(b.listKey(ents, args)) }
 	even, odd := key(0x1000, 7, 0x2000), key(0x1800, 7, 0x2000)
-	if equalKeys(even, odd) || hashKey(even) == hashKey(odd) {
+	if slices.Equal(even, odd) || hashKey(even) == hashKey(odd) {
 		t.Error("lists differing only in a pinned buffer's address share a graph")
 	}
-	if !equalKeys(even, key(0x1000, 7, 0x2000)) {
+	if !slices.Equal(even, key(0x1000, 7, 0x2000)) {
 		t.Error("the same list gives two keys")
 	}
 }

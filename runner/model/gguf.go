@@ -340,7 +340,7 @@ func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
 	if e >= 0 {
 		want = append([]int{s.cfg.NumExperts}, spec.Shape...)
 	}
-	if !sameShape(info.Shape(), want) {
+	if !slices.Equal(info.Shape(), want) {
 		return info, e, fmt.Errorf("%s: tensor %q has shape %v, the metadata implies %v", s.f.PathOf(info), name, info.Shape(), want)
 	}
 	if _, packed := info.Type.Packing(); packed && !spec.Matrix {

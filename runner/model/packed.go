@@ -496,7 +496,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 		return Packed{}, false, fmt.Errorf("%s: packed tensor %q has dtype %s, want U32 (it has scales, so the config's quantization applies)", where, module+".weight", dt)
 	}
 	wInfo, _ := c.ck.Info(module + ".weight")
-	if want := append(slices.Clone(lead), rows, k*mod.Bits/32); !sameShape(wInfo.Shape, want) {
+	if want := append(slices.Clone(lead), rows, k*mod.Bits/32); !slices.Equal(wInfo.Shape, want) {
 		return Packed{}, false, fmt.Errorf("%s: packed tensor %q has shape %v; %d-bit values of the config's %v need %v", where, module+".weight", wInfo.Shape, mod.Bits, append(slices.Clone(lead), rows, k), want)
 	}
 	scales, _, err := get("scales")
@@ -522,7 +522,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 	}
 	for _, sfx := range groupTensors {
 		info, _ := c.ck.Info(module + "." + sfx)
-		if !sameShape(info.Shape, gshape) {
+		if !slices.Equal(info.Shape, gshape) {
 			return Packed{}, false, fmt.Errorf("%s: tensor %q has shape %v; %d rows of %d values in groups of %d need %v",
 				c.fileOf(module+"."+sfx), module+"."+sfx, info.Shape, rows, k, mod.GroupSize, gshape)
 		}
@@ -616,7 +616,7 @@ func (c *Checkpoint) stackedFloat(spec TensorSpec) ([]byte, bridge.DType, string
 	if err != nil {
 		return nil, 0, "", err
 	}
-	if want := append([]int{c.experts}, spec.Shape...); !sameShape(info.Shape, want) {
+	if want := append([]int{c.experts}, spec.Shape...); !slices.Equal(info.Shape, want) {
 		return nil, 0, "", fmt.Errorf("%s: expert stack %q has shape %v, the config implies %v", where, name, info.Shape, want)
 	}
 	n := len(data) / c.experts

@@ -494,7 +494,7 @@ func (c *Checkpoint) resolve(spec TensorSpec) ([]byte, safetensors.TensorInfo, b
 	if c.transposed(spec) {
 		stored = []int{spec.Shape[1], spec.Shape[0]}
 	}
-	if !sameShape(info.Shape, stored) {
+	if !slices.Equal(info.Shape, stored) {
 		return nil, info, 0, fmt.Errorf("%s: tensor %q has shape %v, the config implies %v", where, name, info.Shape, stored)
 	}
 	return data, info, src, nil
@@ -689,18 +689,6 @@ func u16s(b []byte) []uint16 {
 
 func u32s(b []byte) []uint32 {
 	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // convert re-encodes a little-endian tensor between float dtypes into out.
