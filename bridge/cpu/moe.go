@@ -26,10 +26,7 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 	T := len(xs) / H
 	logits := b.buf("moe.logits", T*E)
 	b.MatMul(&tensor{dt: bridge.F32, shape: []int{T, E}, n: T * E, f32: logits}, x, w.Router, nil)
-	ids, weights := kernels.Route(logits, E, K, w.NormTopK)
-	b.stats.ExpertsTouched = append(b.stats.ExpertsTouched, len(sortedUnique(ids)))
-
-	groups := strategyGroups(ids, E, p)
+	ids, weights, groups := b.routeGroups(logits, w, p)
 
 	// y holds every pair's expert output; the weighted sum per token happens
 	// after, in top-k order, so the result does not depend on the strategy's
@@ -53,6 +50,15 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 		}
 	})
 	combineTopK(f32s(out), y, weights, T, K, H)
+}
+
+// routeGroups routes a MoE step's router logits to each token's top-k
+// experts, counts the experts touched and schedules the (token, expert)
+// pairs by the strategy, the one way for float and packed experts.
+func (b *Backend) routeGroups(logits []float32, w *bridge.MoEWeights, p bridge.MoEParams) (ids []int32, weights []float32, groups []pairGroup) {
+	ids, weights = kernels.Route(logits, len(w.Gate), w.TopK, w.NormTopK)
+	b.stats.ExpertsTouched = append(b.stats.ExpertsTouched, len(sortedUnique(ids)))
+	return ids, weights, strategyGroups(ids, len(w.Gate), p)
 }
 
 // combineTopK writes each of T tokens' output o as its K experts' outputs y

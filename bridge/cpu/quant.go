@@ -6,7 +6,6 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
-	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
@@ -114,9 +113,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	} else {
 		b.MatMul(lt, x, w.Router, nil)
 	}
-	ids, weights := kernels.Route(logits, E, K, w.NormTopK)
-	b.stats.ExpertsTouched = append(b.stats.ExpertsTouched, len(sortedUnique(ids)))
-	groups := strategyGroups(ids, E, p)
+	ids, weights, groups := b.routeGroups(logits, w, p)
 	y := b.buf("moe.y", len(ids)*H)
 	// Work items are (group, slice of rows) so one token's top-k experts
 	// still spread over every core.
