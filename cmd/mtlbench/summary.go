@@ -35,14 +35,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			cols, t = kernelCols, &kernel
 		}
 		if *t == nil {
-			h := []string{"case"}
-			if c.Kind != results.CaseKernel && layers {
-				h = append(h, "layers")
-			}
-			for _, col := range cols {
-				h = append(h, col.Header)
-			}
-			*t = &table.Table{Title: fmt.Sprintf("run %d: %s cases (median ± 95%% CI)", sum.RunID, c.Kind), Header: h}
+			*t = &table.Table{Title: fmt.Sprintf("run %d: %s cases (median ± 95%% CI)", sum.RunID, c.Kind), Header: stats.CaseHeader(c.Kind, layers, cols)}
 		}
 		// An interrupted or failed case shows what its stored repetitions
 		// measured, as the data formats and compare count them.

@@ -454,14 +454,7 @@ func summaries(runs []charts.RunData) []htmlTable {
 				cols, t = kernelCols, &kernel
 			}
 			if *t == nil {
-				h := []string{"case"}
-				if c.Kind != results.CaseKernel && layers {
-					h = append(h, "layers")
-				}
-				for _, col := range cols {
-					h = append(h, col.Header)
-				}
-				*t = &htmlTable{Title: fmt.Sprintf("Run %d (%s): %s cases, median ± 95%% CI", rd.Run.ID, rd.Run.SuiteName, c.Kind), Header: h}
+				*t = &htmlTable{Title: fmt.Sprintf("Run %d (%s): %s cases, median ± 95%% CI", rd.Run.ID, rd.Run.SuiteName, c.Kind), Header: stats.CaseHeader(c.Kind, layers, cols)}
 			}
 			row := []string{c.Name}
 			if c.Kind != results.CaseKernel && layers {

@@ -223,6 +223,20 @@ func LayersColumn(cases []results.Case) bool {
 	return slices.ContainsFunc(cases, func(c results.Case) bool { return c.Kind != results.CaseKernel && c.LayersTotal > 0 })
 }
 
+// CaseHeader is the head of a summary's table of one kind of case, the
+// same in every report: the case, the layers column where shown (model
+// cases only, LayersColumn), then the columns cols.
+func CaseHeader(kind string, layers bool, cols []Column) []string {
+	h := []string{"case"}
+	if kind != results.CaseKernel && layers {
+		h = append(h, "layers")
+	}
+	for _, col := range cols {
+		h = append(h, col.Header)
+	}
+	return h
+}
+
 // HostBound is the share of a decode step the host spends encoding it
 // (encode_frac) from which the step is host-bound: with steps overlapped,
 // the device then waits for the host rather than the other way round.
