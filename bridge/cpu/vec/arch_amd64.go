@@ -101,37 +101,28 @@ func addTail[T uint16 | float32](dst []float32, ldd int, x []float32, w []T, m, 
 }
 
 func gemmBF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) bool {
-	t := &gemmBF16AVX2Tiles
-	if level >= levelAVX512 {
-		t = &gemmBF16AVX512Tiles
-	}
-	gemmTiles(t, dst, ldd, x, w, m, n, k)
-	if k0 := k &^ (t.vw - 1); !t.masked && k0 < k {
-		addTail(dst, ldd, x, w, m, n, k, k0, half.BF16ToFloat)
-	}
-	return true
+	return tiledGemm(&gemmBF16AVX2Tiles, &gemmBF16AVX512Tiles, dst, ldd, x, w, m, n, k, half.BF16ToFloat)
 }
 
 func gemmF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) bool {
-	t := &gemmF16AVX2Tiles
-	if level >= levelAVX512 {
-		t = &gemmF16AVX512Tiles
-	}
-	gemmTiles(t, dst, ldd, x, w, m, n, k)
-	if k0 := k &^ (t.vw - 1); !t.masked && k0 < k {
-		addTail(dst, ldd, x, w, m, n, k, k0, half.F16ToFloat)
-	}
-	return true
+	return tiledGemm(&gemmF16AVX2Tiles, &gemmF16AVX512Tiles, dst, ldd, x, w, m, n, k, half.F16ToFloat)
 }
 
 func gemmF32Arch(dst []float32, ldd int, x []float32, w []float32, m, n, k int) bool {
-	t := &gemmF32AVX2Tiles
+	return tiledGemm(&gemmF32AVX2Tiles, &gemmF32AVX512Tiles, dst, ldd, x, w, m, n, k, func(v float32) float32 { return v })
+}
+
+// tiledGemm runs a GEMM on the level's tiles (AVX-512's where present) the
+// one way for every weight dtype, the k tail past the vector width that
+// unmasked tiles leave widened by widen; it reports success.
+func tiledGemm[T uint16 | float32](avx2, avx512 *tiles[T], dst []float32, ldd int, x []float32, w []T, m, n, k int, widen func(T) float32) bool {
+	t := avx2
 	if level >= levelAVX512 {
-		t = &gemmF32AVX512Tiles
+		t = avx512
 	}
 	gemmTiles(t, dst, ldd, x, w, m, n, k)
 	if k0 := k &^ (t.vw - 1); !t.masked && k0 < k {
-		addTail(dst, ldd, x, w, m, n, k, k0, func(v float32) float32 { return v })
+		addTail(dst, ldd, x, w, m, n, k, k0, widen)
 	}
 	return true
 }
