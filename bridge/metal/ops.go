@@ -202,27 +202,16 @@ func normThreads(p mtl.Pipeline, tu *Tuning, dim int) int {
 }
 
 func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
-	o, xs, ws := tt(out), tt(x), tt(w)
-	if !b.checkF32("rms_norm", o, xs, ws) {
-		return
-	}
-	dim := ws.n
-	rows := xs.n / dim
-	if rows == 0 {
-		return
-	}
-	p := b.pipeline("rms_norm", fcNone)
-	tpg := [3]int{normThreads(p, b.tuned(ops.RMSNorm, "", rowDims, rows, dim), dim), 1, 1}
-	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
-	b.in(1, xs)
-	b.in(2, ws)
-	b.out(3, o)
-	b.dispatchGroups(p, [3]int{rows, 1, 1}, tpg)
+	b.rmsNorm(ops.RMSNorm, tt(out), nil, tt(x), tt(w), eps)
 }
 
 func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
-	o, r, xs, ws := tt(out), tt(residual), tt(x), tt(w)
-	if !b.checkF32("add_rms_norm", o, r, xs, ws) {
+	b.rmsNorm(ops.AddRMSNorm, tt(out), tt(residual), tt(x), tt(w), eps)
+}
+
+// rmsNorm encodes rms_norm, or add_rms_norm when r is set (as layerNorm).
+func (b *Backend) rmsNorm(op ops.ID, o, r, xs, ws *tensor, eps float32) {
+	if !b.checkF32(string(op), o, r, xs, ws) {
 		return
 	}
 	dim := ws.n
@@ -230,13 +219,17 @@ func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
 	if rows == 0 {
 		return
 	}
-	p := b.pipeline("add_rms_norm", fcNone)
-	tpg := [3]int{normThreads(p, b.tuned(ops.AddRMSNorm, "", rowDims, rows, dim), dim), 1, 1}
+	p := b.pipeline(string(op), fcNone)
+	tpg := [3]int{normThreads(p, b.tuned(op, "", rowDims, rows, dim), dim), 1, 1}
 	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
-	b.bind(1, r.view(), true)
-	b.in(2, xs)
-	b.in(3, ws)
-	b.out(4, o)
+	i := 1
+	if r != nil {
+		b.bind(1, r.view(), true)
+		i = 2
+	}
+	b.in(i, xs)
+	b.in(i+1, ws)
+	b.out(i+2, o)
 	b.dispatchGroups(p, [3]int{rows, 1, 1}, tpg)
 }
 
