@@ -45,7 +45,9 @@ func (b *Backend) SetFusions(names ...string) {
 	if len(names) == 0 {
 		return
 	}
-	var keep []bridge.Pattern
+	// Not nil, which Fusions reads as the table not yet built: a name of
+	// none of its patterns leaves none to try.
+	keep := []bridge.Pattern{}
 	for _, p := range b.Fusions() {
 		for _, n := range names {
 			if p.Name == n {
