@@ -172,7 +172,7 @@ func benchCommand() *cli.Command {
 			for _, sc := range sum.Cases {
 				reps += sc.RepsDone
 			}
-			if resumable(err, reps) {
+			if resumable(sum.Run.Status, err, reps) {
 				printResume(c.App.ErrWriter, err, benchResumeCommand(c, db.Path(), sum.RunID))
 			}
 			if errors.Is(err, bench.ErrInterrupted) {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/bench"
 )
 
 // lockAfterFirstRep takes the store's write lock from another connection,
@@ -220,5 +223,31 @@ func TestInterruptWhileStoreLocked(t *testing.T) {
 	stored, _ := storedReps(t, path, 1)
 	if got, _ := storedReps(t, fresh, 1); got != stored+1 {
 		t.Errorf("the recovery file holds %d repetitions, want the %d stored and the one refused", got, stored)
+	}
+}
+
+// run and bench offer --resume by one rule: a run stopped, or one whose
+// store failed under it once it had kept repetitions, unless it is
+// complete, which --resume refuses (a failure reading its cases back).
+func TestResumeOfferedOnlyForUnfinishedRuns(t *testing.T) {
+	moved := fmt.Errorf("reading the cases back: %w", results.ErrStoreMoved)
+	for _, tc := range []struct {
+		name   string
+		status string
+		err    error
+		reps   int
+		want   bool
+	}{
+		{"interrupted", results.RunInterrupted, bench.ErrInterrupted, 0, true},
+		{"step log", results.RunInterrupted, bench.ErrStepLog, 3, true},
+		{"store failed after repetitions", results.RunRunning, moved, 3, true},
+		{"store failed before any", results.RunRunning, moved, 0, false},
+		{"other error", results.RunFailed, errors.New("no backend"), 3, false},
+		{"complete, cases not read back", results.RunComplete, moved, 3, false},
+		{"complete, interrupted after", results.RunComplete, bench.ErrInterrupted, 3, false},
+	} {
+		if got := resumable(tc.status, tc.err, tc.reps); got != tc.want {
+			t.Errorf("%s: resumable %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -445,9 +445,7 @@ func runCommand() *cli.Command {
 				stored = "nothing stored in " + db.Path()
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v: %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), stored)
-			// A complete run has nothing to resume, whatever failed after
-			// it ended (reading its cases back).
-			if sum.Run.Status != results.RunComplete && resumable(err, reps) {
+			if resumable(sum.Run.Status, err, reps) {
 				printResume(c.App.ErrWriter, err, resumeCommand(c, db.Path(), sum.RunID))
 			}
 			if errors.Is(err, bench.ErrInterrupted) {
@@ -458,11 +456,16 @@ func runCommand() *cli.Command {
 	}
 }
 
-// resumable says whether a run that ended in err can be finished with
-// --resume: it was stopped (Ctrl-C, SIGTERM, a --steps file it could not
-// write), or the store failed under it (a lock held too long, a full disk)
-// once it had kept repetitions, in the store or in a recovery file.
-func resumable(err error, reps int) bool {
+// resumable says whether a run that ended as status with err can be
+// finished with --resume: it was stopped (Ctrl-C, SIGTERM, a --steps file
+// it could not write), or the store failed under it (a lock held too long,
+// a full disk) once it had kept repetitions, in the store or in a recovery
+// file. A complete run has nothing to resume, whatever failed after it
+// ended (reading its cases back), and --resume would refuse it.
+func resumable(status string, err error, reps int) bool {
+	if status == results.RunComplete {
+		return false
+	}
 	return errors.Is(err, bench.ErrInterrupted) || errors.Is(err, bench.ErrStepLog) ||
 		(reps > 0 || recoveryFile(err) != nil) && results.FromStore(err)
 }
