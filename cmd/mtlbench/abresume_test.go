@@ -232,7 +232,7 @@ func TestABThatRecordsNothingLeavesNoStore(t *testing.T) {
 	for _, attempt := range []string{"first", "again in the same folder"} {
 		_, _, err := mtl(t, "ab", suite, "--baseline-bin", bin, "--candidate-bin", bin, "--backend", "metal-emu", "--rounds", "1",
 			"--keep", keep, "--db", store, "-q")
-		if err == nil || !strings.Contains(err.Error(), "--backend metal-emu: msl-emu needs clang") {
+		if err == nil || !strings.Contains(err.Error(), "cannot open backend metal-emu here: msl-emu needs clang") {
 			t.Fatalf("%s: err = %v, want the backend's refusal", attempt, err)
 		}
 		for _, f := range []string{store, filepath.Join(keep, "baseline.db"), filepath.Join(keep, "candidate.db")} {
