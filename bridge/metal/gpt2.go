@@ -11,44 +11,11 @@ var positionKernel = map[bridge.DType]string{bridge.F32: "position_embedding_f32
 	bridge.BF16: "position_embedding_bf16"}
 
 func (b *Backend) LayerNorm(out, x, w, bias bridge.Tensor, eps float32) {
-	b.layerNorm(ops.LayerNorm, tt(out), nil, tt(x), tt(w), tt(bias), eps)
+	b.norm(ops.LayerNorm, tt(out), nil, tt(x), tt(w), tt(bias), eps)
 }
 
 func (b *Backend) AddLayerNorm(out, residual, x, w, bias bridge.Tensor, eps float32) {
-	b.layerNorm(ops.AddLayerNorm, tt(out), tt(residual), tt(x), tt(w), tt(bias), eps)
-}
-
-// layerNorm encodes layer_norm, or add_layer_norm when r is set.
-func (b *Backend) layerNorm(op ops.ID, o, r, xs, ws, bs *tensor, eps float32) {
-	if !b.checkF32(string(op), o, r, xs, ws, bs) {
-		return
-	}
-	if ws == nil || bs == nil || bs.n != ws.n {
-		b.fail("%s: a weight and a bias of one length are needed", op)
-		return
-	}
-	dim := ws.n
-	rows := xs.n / dim
-	if rows == 0 {
-		return
-	}
-	if o.n < rows*dim || (r != nil && r.n < rows*dim) {
-		b.fail("%s: %d rows of %d do not fit the output", op, rows, dim)
-		return
-	}
-	p := b.pipeline(string(op), fcNone)
-	tpg := [3]int{normThreads(p, b.tuned(op, "", rowDims, rows, dim), dim), 1, 1}
-	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
-	i := 1
-	if r != nil {
-		b.bind(1, r.view(), true)
-		i = 2
-	}
-	b.in(i, xs)
-	b.in(i+1, ws)
-	b.in(i+2, bs)
-	b.out(i+3, o)
-	b.dispatchGroups(p, [3]int{rows, 1, 1}, tpg)
+	b.norm(ops.AddLayerNorm, tt(out), tt(residual), tt(x), tt(w), tt(bias), eps)
 }
 
 func (b *Backend) GELU(out, x bridge.Tensor) {

@@ -202,21 +202,32 @@ func normThreads(p mtl.Pipeline, tu *Tuning, dim int) int {
 }
 
 func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
-	b.rmsNorm(ops.RMSNorm, tt(out), nil, tt(x), tt(w), eps)
+	b.norm(ops.RMSNorm, tt(out), nil, tt(x), tt(w), nil, eps)
 }
 
 func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
-	b.rmsNorm(ops.AddRMSNorm, tt(out), tt(residual), tt(x), tt(w), eps)
+	b.norm(ops.AddRMSNorm, tt(out), tt(residual), tt(x), tt(w), nil, eps)
 }
 
-// rmsNorm encodes rms_norm, or add_rms_norm when r is set (as layerNorm).
-func (b *Backend) rmsNorm(op ops.ID, o, r, xs, ws *tensor, eps float32) {
-	if !b.checkF32(string(op), o, r, xs, ws) {
+// norm encodes a row norm: rms_norm, or layer_norm with its bias bs, each
+// adding x into the residual r first where r is set (add_rms_norm,
+// add_layer_norm). One threadgroup a row (docs/metal-kernels.md).
+func (b *Backend) norm(op ops.ID, o, r, xs, ws, bs *tensor, eps float32) {
+	if !b.checkF32(string(op), o, r, xs, ws, bs) {
+		return
+	}
+	biased := op == ops.LayerNorm || op == ops.AddLayerNorm
+	if ws == nil || biased && (bs == nil || bs.n != ws.n) {
+		b.fail("%s: a weight and a bias of one length are needed", op)
 		return
 	}
 	dim := ws.n
 	rows := xs.n / dim
 	if rows == 0 {
+		return
+	}
+	if o.n < rows*dim || (r != nil && r.n < rows*dim) {
+		b.fail("%s: %d rows of %d do not fit the output", op, rows, dim)
 		return
 	}
 	p := b.pipeline(string(op), fcNone)
@@ -229,6 +240,10 @@ func (b *Backend) rmsNorm(op ops.ID, o, r, xs, ws *tensor, eps float32) {
 	}
 	b.in(i, xs)
 	b.in(i+1, ws)
+	if biased {
+		b.in(i+2, bs)
+		i++
+	}
 	b.out(i+2, o)
 	b.dispatchGroups(p, [3]int{rows, 1, 1}, tpg)
 }
