@@ -1,0 +1,194 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// docCommandLines returns the mtlbench command lines a markdown file shows:
+// the lines of its fenced blocks and its inline code spans (which may wrap
+// across lines), each with the line it starts on.
+func docCommandLines(doc string) (lines []string, at []int) {
+	var prose strings.Builder
+	fenced := false
+	for i, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			fenced = !fenced
+			prose.WriteString("\n")
+			continue
+		}
+		if fenced {
+			lines, at = append(lines, l), append(at, i+1)
+			prose.WriteString("\n")
+			continue
+		}
+		prose.WriteString(l + "\n")
+	}
+	text := prose.String()
+	for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatchIndex(text, -1) {
+		lines = append(lines, strings.ReplaceAll(text[m[2]:m[3]], "\n", " "))
+		at = append(at, strings.Count(text[:m[0]], "\n")+1)
+	}
+	return lines, at
+}
+
+// checkDocCommand checks one shell line: each mtlbench invocation in it
+// names commands the CLI has and flags those commands define. It returns
+// what is wrong, or "".
+func checkDocCommand(app *cli.App, line string) []string {
+	var bad []string
+	line, _, _ = strings.Cut(line, " #")
+	for _, seg := range regexp.MustCompile(`;|&&|\|\|?`).Split(line, -1) {
+		words := strings.Fields(seg)
+		for len(words) > 0 && regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`).MatchString(words[0]) {
+			words = words[1:] // VAR=value before the command
+		}
+		if len(words) == 0 || filepath.Base(words[0]) != "mtlbench" {
+			continue
+		}
+		words = words[1:]
+		var cmd *cli.Command
+		flags := app.Flags
+		subs := app.Commands
+		for i, w := range words {
+			if strings.ContainsAny(w, "<>") || w == "..." || strings.HasPrefix(w, "[") {
+				break // a redirection or a placeholder: the rest is not mtlbench's
+			}
+			if strings.HasPrefix(w, "-") && len(w) > 1 && !strings.HasPrefix(w, "-$") {
+				name := strings.TrimLeft(w, "-")
+				name, _, _ = strings.Cut(name, "=")
+				if name == "help" || name == "h" || hasFlag(flags, name) {
+					continue
+				}
+				where := "mtlbench"
+				if cmd != nil {
+					where = "mtlbench " + strings.Join(words[:i], " ")
+					where = strings.Join(strings.Fields(where)[:1+commandDepth(app, words[:i])], " ")
+				}
+				bad = append(bad, where+" has no flag "+w)
+				continue
+			}
+			if len(subs) == 0 || (cmd != nil && !commandsOnly(words[:i])) {
+				continue // an argument
+			}
+			var next *cli.Command
+			for _, c := range subs {
+				if c.HasName(w) {
+					next = c
+				}
+			}
+			if next == nil {
+				if cmd == nil {
+					bad = append(bad, "mtlbench has no command "+w)
+					break
+				}
+				continue // an argument of a command that also has subcommands
+			}
+			cmd, flags, subs = next, next.Flags, next.Subcommands
+		}
+	}
+	return bad
+}
+
+// commandsOnly says whether the words so far are commands only, so the
+// next word may name a subcommand rather than be an argument.
+func commandsOnly(words []string) bool {
+	for _, w := range words {
+		if strings.HasPrefix(w, "-") {
+			return false
+		}
+	}
+	return true
+}
+
+// commandDepth counts the leading words that are commands.
+func commandDepth(app *cli.App, words []string) int {
+	subs, n := app.Commands, 0
+	for _, w := range words {
+		var next *cli.Command
+		for _, c := range subs {
+			if c.HasName(w) {
+				next = c
+			}
+		}
+		if next == nil {
+			break
+		}
+		subs, n = next.Subcommands, n+1
+	}
+	return n
+}
+
+func hasFlag(flags []cli.Flag, name string) bool {
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// A command line the README or docs/ show must run as shown: each
+// mtlbench command and flag they name is one the CLI has.
+func TestDocsNameRealCommandsAndFlags(t *testing.T) {
+	app := newApp(io.Discard, io.Discard)
+	app.Setup() // adds help, as a run does
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../../README.md")
+	checked := 0
+	for _, f := range files {
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, at := docCommandLines(string(doc))
+		for i, l := range lines {
+			if !regexp.MustCompile(`(^|[\s;|&(])(\./)?(bin/)?mtlbench\s+\S`).MatchString(l) {
+				continue
+			}
+			checked++
+			for _, b := range checkDocCommand(app, l) {
+				t.Errorf("%s:%d: %s, in %q", strings.TrimPrefix(f, "../../"), at[i], b, l)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Errorf("found %d mtlbench command lines in README.md and docs/, fewer than expected: is the pattern still right?", checked)
+	}
+}
+
+func TestCheckDocCommand(t *testing.T) {
+	app := newApp(io.Discard, io.Discard)
+	app.Setup()
+	for _, c := range []struct {
+		line string
+		bad  []string
+	}{
+		{"mtlbench run suites/ci.yaml --resume 12", nil},
+		{"./bin/mtlbench selftest --backend metal 2>&1 | tee selftest.log", nil},
+		{"MTL_DEBUG_LAYER=1 ./bin/mtlbench selftest --backend metal", nil},
+		{"mtlbench tune show; mtlbench tune export mac.json", nil},
+		{"mtlbench export -o - | mtlbench import -", nil},
+		{"mtlbench bench -m gpt2 -b 1-8*2 --fusion on,off   # what fusion buys --nosuch", nil},
+		{"mtlbench run ci --nosuch 1", []string{"mtlbench run has no flag --nosuch"}},
+		{"mtlbench suites lsit", nil}, // suites' words past its subcommands are arguments
+		{"mtlbench help run", nil},
+		{"mtlbench benchh -m gpt2", []string{"mtlbench has no command benchh"}},
+		{"mtlbench tune show --nosuch", []string{"mtlbench tune show has no flag --nosuch"}},
+		{"mtlbench show main --format csv > main.csv --nosuch", nil},
+	} {
+		if got := checkDocCommand(app, c.line); !slices.Equal(got, c.bad) {
+			t.Errorf("%q: got %q, want %q", c.line, got, c.bad)
+		}
+	}
+}
