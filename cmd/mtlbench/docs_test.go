@@ -192,3 +192,133 @@ func TestCheckDocCommand(t *testing.T) {
 		}
 	}
 }
+
+// checkDocMakeAndGoTest checks one shell line's make targets against the
+// Makefile's and its go test packages and -run patterns against the tree
+// (root: the repository). It returns what is wrong.
+func checkDocMakeAndGoTest(root string, targets map[string]bool, line string) []string {
+	var bad []string
+	line, _, _ = strings.Cut(line, " #")
+	for _, seg := range regexp.MustCompile(`;|&&|\|\|?`).Split(line, -1) {
+		words := strings.Fields(seg)
+		if len(words) > 1 && words[0] == "make" {
+			for _, w := range words[1:] {
+				if !regexp.MustCompile(`^[a-z][a-z-]*$`).MatchString(w) {
+					break // a variable, a redirection: the targets have ended
+				}
+				if !targets[w] {
+					bad = append(bad, "the Makefile has no target "+w)
+				}
+			}
+		}
+		if len(words) < 3 || words[0] != "go" || words[1] != "test" {
+			continue
+		}
+		var pkg, run string
+		for i, w := range words[2:] {
+			switch {
+			case strings.HasPrefix(w, "./") && pkg == "":
+				pkg = w
+			case w == "-run" && i+3 < len(words):
+				run = strings.Trim(words[i+3], `'"`)
+			}
+		}
+		if pkg == "" || strings.HasSuffix(pkg, "/...") {
+			continue
+		}
+		dir := filepath.Join(root, filepath.FromSlash(pkg))
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			bad = append(bad, "no package "+pkg)
+			continue
+		}
+		if run == "" || run == "^$" {
+			continue
+		}
+		re, err := regexp.Compile(strings.SplitN(run, "/", 2)[0])
+		if err != nil {
+			bad = append(bad, "-run "+run+": "+err.Error())
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+		found := false
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, m := range regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)\w*)\(`).FindAllStringSubmatch(string(src), -1) {
+				found = found || re.MatchString(m[1])
+			}
+		}
+		if !found {
+			bad = append(bad, "no test of "+pkg+" matches -run "+run)
+		}
+	}
+	return bad
+}
+
+func makeTargets(t *testing.T, makefile string) map[string]bool {
+	t.Helper()
+	mk, err := os.ReadFile(makefile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z-]*):`).FindAllStringSubmatch(string(mk), -1) {
+		targets[m[1]] = true
+	}
+	return targets
+}
+
+// The make targets and go test lines README.md and docs/ show exist: each
+// target is the Makefile's, each package a folder of the tree, each -run
+// pattern matches a test of that package.
+func TestDocsNameRealTargetsAndTests(t *testing.T) {
+	targets := makeTargets(t, "../../Makefile")
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../../README.md")
+	checked := 0
+	for _, f := range files {
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, at := docCommandLines(string(doc))
+		for i, l := range lines {
+			if !regexp.MustCompile(`(^|[\s;|&(])(make\s+[a-z]|go test\s)`).MatchString(l) {
+				continue
+			}
+			checked++
+			for _, b := range checkDocMakeAndGoTest("../..", targets, l) {
+				t.Errorf("%s:%d: %s, in %q", strings.TrimPrefix(f, "../../"), at[i], b, l)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("found %d make and go test lines in README.md and docs/, fewer than expected: is the pattern still right?", checked)
+	}
+}
+
+func TestCheckDocMakeAndGoTest(t *testing.T) {
+	targets := makeTargets(t, "../../Makefile")
+	for _, c := range []struct {
+		line string
+		bad  []string
+	}{
+		{"make run SUITE=suites/ci.yaml", nil},
+		{"make vet darwin clang selftest-emu", nil},
+		{"make mac-smoke 2>&1 | tee smoke.log", nil},
+		{"make smoke", []string{"the Makefile has no target smoke"}},
+		{"go test ./reports/compare -run 'TestGate' -v", nil},
+		{"go test ./reports/compare -run '^TestNoSuchGate$' -v", []string{"no test of ./reports/compare matches -run ^TestNoSuchGate$"}},
+		{"go test ./reports/nosuch/", []string{"no package ./reports/nosuch/"}},
+		{"go test ./...", nil},
+	} {
+		if got := checkDocMakeAndGoTest("../..", targets, c.line); !slices.Equal(got, c.bad) {
+			t.Errorf("%q: got %q, want %q", c.line, got, c.bad)
+		}
+	}
+}
