@@ -12,13 +12,23 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// docCommandLines returns the mtlbench command lines a markdown file shows:
-// the lines of its fenced blocks and its inline code spans (which may wrap
-// across lines), each with the line it starts on.
+// docCommandLines returns the command lines a markdown file shows: the
+// lines of its fenced blocks, those of its indented blocks after a blank
+// line, and its inline code spans (which may wrap across lines), each with
+// the line it starts on.
 func docCommandLines(doc string) (lines []string, at []int) {
 	var prose strings.Builder
-	fenced := false
+	fenced, indented := false, false
+	blank := true
 	for i, l := range strings.Split(doc, "\n") {
+		if !fenced && strings.HasPrefix(l, "    ") && (indented || blank) && !regexp.MustCompile(`^\s*([-*|]|\d+\.)\s`).MatchString(l) {
+			indented = true
+			lines, at = append(lines, strings.TrimSpace(l)), append(at, i+1)
+			prose.WriteString("\n")
+			continue
+		}
+		indented = false
+		blank = strings.TrimSpace(l) == ""
 		if strings.HasPrefix(strings.TrimSpace(l), "```") {
 			fenced = !fenced
 			prose.WriteString("\n")
@@ -49,6 +59,12 @@ func checkDocCommand(app *cli.App, line string) []string {
 		words := strings.Fields(seg)
 		for len(words) > 0 && regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`).MatchString(words[0]) {
 			words = words[1:] // VAR=value before the command
+		}
+		for k := 1; k < len(words); k++ {
+			if filepath.Base(words[k]) == "mtlbench" && strings.HasSuffix(words[k-1], ":") {
+				words = words[k:] // a message's "resume with: mtlbench ..."
+				break
+			}
 		}
 		if len(words) == 0 || filepath.Base(words[0]) != "mtlbench" {
 			continue
@@ -186,6 +202,8 @@ func TestCheckDocCommand(t *testing.T) {
 		{"mtlbench benchh -m gpt2", []string{"mtlbench has no command benchh"}},
 		{"mtlbench tune show --nosuch", []string{"mtlbench tune show has no flag --nosuch"}},
 		{"mtlbench show main --format csv > main.csv --nosuch", nil},
+		{"resume with: mtlbench imports --db r.db", []string{"mtlbench has no command imports"}},
+		{"mtlbench reads it", []string{"mtlbench has no command reads"}},
 	} {
 		if got := checkDocCommand(app, c.line); !slices.Equal(got, c.bad) {
 			t.Errorf("%q: got %q, want %q", c.line, got, c.bad)
