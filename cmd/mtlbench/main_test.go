@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/mtlbench/mtlbench/suites"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -24,6 +25,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
+	"github.com/mtlbench/mtlbench/runner/model"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -782,5 +784,36 @@ func TestBenchfmtNamesItsCommands(t *testing.T) {
 				t.Errorf("mtlbench %s --format benchfmt: %v", strings.Join(args, " "), err)
 			}
 		})
+	}
+}
+
+// models --dtype all lists every format --dtype takes, each preset's
+// memory in it: the float dtypes as well as the packed ones.
+func TestModelsDtypeAllListsEveryFormat(t *testing.T) {
+	out, _, err := mtl(t, "models", "--backend", "cpu", "--dtype", "all", "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) < 2 {
+		t.Fatalf("csv: %v\n%s", err, out)
+	}
+	col := slices.Index(rows[0], "dtype")
+	if col < 0 {
+		t.Fatalf("no dtype column in %q", rows[0])
+	}
+	listed := map[string]bool{}
+	for _, r := range rows[1:] {
+		if r[1] != "" && r[0] == "qwen3-moe-mini" {
+			listed[r[col]] = true
+		}
+	}
+	for _, d := range append([]string{"f32", "f16", "bf16"}, model.QuantFormats...) {
+		if !listed[d] {
+			t.Errorf("models --dtype all: no qwen3-moe-mini row in %s (listed: %v)", d, slices.Sorted(maps.Keys(listed)))
+		}
+		if _, err := model.ParseFormat(d); err != nil {
+			t.Errorf("--dtype %s: %v", d, err)
+		}
 	}
 }

@@ -59,7 +59,10 @@ func modelsCommand() *cli.Command {
 			}
 			var formats []model.Format
 			if d := c.String("dtype"); d == "all" {
-				formats = append(formats, model.Format{DType: bridge.BF16})
+				// Every format --dtype takes: the floats, then the packed ones.
+				for _, dt := range []bridge.DType{bridge.F32, bridge.F16, bridge.BF16} {
+					formats = append(formats, model.Format{DType: dt})
+				}
 				for _, q := range model.QuantFormats {
 					formats = append(formats, model.Format{DType: bridge.BF16, Quant: q})
 				}
