@@ -345,3 +345,70 @@ func TestCheckDocMakeAndGoTest(t *testing.T) {
 		}
 	}
 }
+
+// docPathProblem says what is wrong with a repository path a doc names in
+// code (`runner/engine/forward.go`, `kernels/metal/*.metal`,
+// `runner/model.Open`: a package and a name in it), or "".
+func docPathProblem(root, p string) string {
+	p = strings.TrimSuffix(p, "/")
+	if i := strings.LastIndex(p, "/"); i >= 0 {
+		if j := strings.Index(p[i:], "."); j > 0 {
+			if ext := p[i+j+1:]; ext != "" && ext[0] >= 'A' && ext[0] <= 'Z' {
+				p = p[:i+j] // a package and a name in it: the package
+			}
+		}
+	}
+	matches, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(p)))
+	if err != nil {
+		return p + ": " + err.Error()
+	}
+	if len(matches) == 0 {
+		return "no " + p + " in the repository"
+	}
+	return ""
+}
+
+// Every path into the repository README.md and docs/ name in code (a
+// package, a file, a glob of files) is there.
+func TestDocsNameRealPaths(t *testing.T) {
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../../README.md")
+	top := `(?:bridge|cmd|docs|internal|kernels|reports|results|runner|suites|tools)`
+	re := regexp.MustCompile("`(" + top + `/[A-Za-z0-9_./*-]*)` + "`")
+	checked := 0
+	for _, f := range files {
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatchIndex(string(doc), -1) {
+			checked++
+			if bad := docPathProblem("../..", string(doc[m[2]:m[3]])); bad != "" {
+				t.Errorf("%s:%d: %s", strings.TrimPrefix(f, "../../"), 1+strings.Count(string(doc[:m[0]]), "\n"), bad)
+			}
+		}
+	}
+	if checked < 100 {
+		t.Errorf("found %d repository paths in README.md and docs/, fewer than expected: is the pattern still right?", checked)
+	}
+}
+
+func TestDocPathProblem(t *testing.T) {
+	for _, c := range []struct{ path, bad string }{
+		{"runner/engine/forward.go", ""},
+		{"runner/engine/", ""},
+		{"kernels/metal/*.metal", ""},
+		{"runner/model.Open", ""},
+		{"kernels/cuda.Units", ""},
+		{"runner/engine/nosuch.go", "no runner/engine/nosuch.go in the repository"},
+		{"runner/nosuch.Open", "no runner/nosuch in the repository"},
+		{"kernels/metal/*.nosuch", "no kernels/metal/*.nosuch in the repository"},
+	} {
+		if got := docPathProblem("../..", c.path); got != c.bad {
+			t.Errorf("%s: got %q, want %q", c.path, got, c.bad)
+		}
+	}
+}
