@@ -412,3 +412,59 @@ func TestDocPathProblem(t *testing.T) {
 		}
 	}
 }
+
+// Every test README.md and docs/ cite in code (`TestFixtures`, the proof of
+// what they say) is one the repository has.
+func TestDocsNameRealTests(t *testing.T) {
+	have := map[string]bool{}
+	funcs := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)\w*)\(`)
+	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "../.." || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if strings.HasSuffix(path, "_test.go") {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range funcs.FindAllStringSubmatch(string(src), -1) {
+				have[m[1]] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../../README.md")
+	cited := regexp.MustCompile("`[^`]*`")
+	name := regexp.MustCompile(`\b((?:Test|Benchmark|Fuzz)[A-Z]\w*)`)
+	checked := 0
+	for _, f := range files {
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, span := range cited.FindAllStringIndex(string(doc), -1) {
+			if strings.Contains(string(doc[span[0]:span[1]]), "-run ") {
+				continue // a pattern, held by TestDocsNameRealTargetsAndTests
+			}
+			for _, m := range name.FindAllStringSubmatch(string(doc[span[0]:span[1]]), -1) {
+				checked++
+				if !have[m[1]] {
+					t.Errorf("%s:%d: %s is no test of the repository", strings.TrimPrefix(f, "../../"), 1+strings.Count(string(doc[:span[0]]), "\n"), m[1])
+				}
+			}
+		}
+	}
+	if checked < 50 {
+		t.Errorf("found %d tests cited in README.md and docs/, fewer than expected: is the pattern still right?", checked)
+	}
+}
