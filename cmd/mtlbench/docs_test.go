@@ -156,17 +156,9 @@ func hasFlag(flags []cli.Flag, name string) bool {
 func TestDocsNameRealCommandsAndFlags(t *testing.T) {
 	app := newApp(io.Discard, io.Discard)
 	app.Setup() // adds help, as a run does
-	files, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, "../../README.md")
 	checked := 0
-	for _, f := range files {
-		doc, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range readDocs(t) {
+		f, doc := d.path, d.text
 		lines, at := docCommandLines(string(doc))
 		for i, l := range lines {
 			// A span that starts with a command and a flag (`run --set`,
@@ -298,17 +290,9 @@ func makeTargets(t *testing.T, makefile string) map[string]bool {
 // pattern matches a test of that package.
 func TestDocsNameRealTargetsAndTests(t *testing.T) {
 	targets := makeTargets(t, "../../Makefile")
-	files, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, "../../README.md")
 	checked := 0
-	for _, f := range files {
-		doc, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range readDocs(t) {
+		f, doc := d.path, d.text
 		lines, at := docCommandLines(string(doc))
 		for i, l := range lines {
 			if !regexp.MustCompile(`(^|[\s;|&(])(make\s+[a-z]|go test\s)`).MatchString(l) {
@@ -371,19 +355,11 @@ func docPathProblem(root, p string) string {
 // Every path into the repository README.md and docs/ name in code (a
 // package, a file, a glob of files) is there.
 func TestDocsNameRealPaths(t *testing.T) {
-	files, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, "../../README.md")
 	top := `(?:bridge|cmd|docs|internal|kernels|reports|results|runner|suites|tools)`
 	re := regexp.MustCompile("`(" + top + `/[A-Za-z0-9_./*-]*)` + "`")
 	checked := 0
-	for _, f := range files {
-		doc, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range readDocs(t) {
+		f, doc := d.path, d.text
 		for _, m := range re.FindAllStringSubmatchIndex(string(doc), -1) {
 			checked++
 			if bad := docPathProblem("../..", string(doc[m[2]:m[3]])); bad != "" {
@@ -439,19 +415,11 @@ func TestDocsNameRealTests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, "../../README.md")
 	cited := regexp.MustCompile("`[^`]*`")
 	name := regexp.MustCompile(`\b((?:Test|Benchmark|Fuzz)[A-Z]\w*)`)
 	checked := 0
-	for _, f := range files {
-		doc, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range readDocs(t) {
+		f, doc := d.path, d.text
 		for _, span := range cited.FindAllStringIndex(string(doc), -1) {
 			if strings.Contains(string(doc[span[0]:span[1]]), "-run ") {
 				continue // a pattern, held by TestDocsNameRealTargetsAndTests
@@ -467,4 +435,28 @@ func TestDocsNameRealTests(t *testing.T) {
 	if checked < 50 {
 		t.Errorf("found %d tests cited in README.md and docs/, fewer than expected: is the pattern still right?", checked)
 	}
+}
+
+// docFile is README.md or a file of docs/, as the checks above read it.
+type docFile struct {
+	path string // from this package's folder: ../../docs/x.md
+	text []byte
+}
+
+// readDocs reads the files whose claims these tests hold to the tree.
+func readDocs(t *testing.T) []docFile {
+	t.Helper()
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []docFile
+	for _, f := range append(files, "../../README.md") {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, docFile{f, text})
+	}
+	return out
 }
