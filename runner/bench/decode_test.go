@@ -5,25 +5,16 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/runner/engine"
-	"github.com/mtlbench/mtlbench/runner/model"
 )
 
 // A case of one generated token records none of metrics.DecodeStep, which
 // suites refuse thresholds on where no case decodes; one of two records
 // the decode throughput.
 func TestOneTokenRecordsNoDecodeMetric(t *testing.T) {
-	cfg, err := model.Preset("qwen3-moe-mini")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg, err = cfg.WithLayers(1); err != nil {
-		t.Fatal(err)
-	}
-	src := model.NewCached(model.NewSynthetic(1, bridge.BF16))
+	cfg, src := miniMoE(t)
 	for _, gen := range []int{1, 2} {
 		mc := &ModelCase{Backend: cpu.New(cpu.Options{}), Config: cfg, Source: src,
 			Work: Workload{Requests: 3, PromptLen: 5, GenLen: gen, Seed: 1}, Engine: engine.Options{MaxSeqs: 3, KVTokens: 3 * 16}}

@@ -18,14 +18,7 @@ import (
 // first step, memory no fit check counts: some 5 KiB a request, 5 GiB for
 // a million.
 func TestManyRequestsQueueAsTheyRun(t *testing.T) {
-	cfg, err := model.Preset("qwen3-moe-mini")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg, err = cfg.WithLayers(1); err != nil {
-		t.Fatal(err)
-	}
-	src := model.NewCached(model.NewSynthetic(1, bridge.BF16))
+	cfg, src := miniMoE(t)
 	be := cpu.New(cpu.Options{})
 	for _, c := range []struct {
 		name string
@@ -75,14 +68,7 @@ func TestManyRequestsQueueAsTheyRun(t *testing.T) {
 // Requests handed to the engine as it can seat them run the steps they ran
 // queued all at once: seats, budgets, preemption and arrivals alike.
 func TestQueuedRequestsRunTheSameSteps(t *testing.T) {
-	cfg, err := model.Preset("qwen3-moe-mini")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg, err = cfg.WithLayers(1); err != nil {
-		t.Fatal(err)
-	}
-	src := model.NewCached(model.NewSynthetic(1, bridge.BF16))
+	cfg, src := miniMoE(t)
 	be := cpu.New(cpu.Options{})
 	for _, c := range []struct {
 		name string
@@ -147,4 +133,18 @@ func TestQueuedRequestsRunTheSameSteps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// miniMoE is qwen3-moe-mini cut to one layer, with synthetic weights made
+// once: the smallest model whose steps route through MoE.
+func miniMoE(t *testing.T) (*model.Config, model.Source) {
+	t.Helper()
+	cfg, err := model.Preset("qwen3-moe-mini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = cfg.WithLayers(1); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, model.NewCached(model.NewSynthetic(1, bridge.BF16))
 }
