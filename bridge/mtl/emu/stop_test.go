@@ -102,7 +102,8 @@ kernel void spin_range(device uint* out [[buffer(0)]], uint i [[thread_position_
 		t.Fatal(err)
 	}
 	out := newBuf(t, dev, 4*256)
-	waiting := map[string]string{"spin_barrier": "stopped waiting at a threadgroup barrier at k.metal:15 (thread ("}
+	// The barrier of spin_barrier is on line 16, its loop on line 15.
+	waiting := map[string]string{"spin_barrier": "stopped waiting at a threadgroup barrier at k.metal:16 (thread ("}
 	for _, tc := range []struct {
 		kernel, loop string
 	}{
