@@ -225,8 +225,23 @@ func joinLists(app *cli.App, args []string) []string {
 	return cl.args(kept)
 }
 
-// pathFlags are the flags that name a file or folder, by their first name.
-var pathFlags = []string{"db", "out", "steps", "summary", "keep", "dir", "tokenizer", "baseline-bin", "candidate-bin"}
+// pathFlag says whether f names a file or folder: its definition sets
+// TakesFile (which shell completion reads too), so a new path flag is
+// held to checkFlagArgs's rules by being defined as one.
+func pathFlag(f cli.Flag) bool {
+	sf, ok := f.(*cli.StringFlag)
+	return ok && sf.TakesFile
+}
+
+// spellsFlag says whether value is what the parser would read as one of
+// flags or --help (-x, --x, --x=v), were it not taken as a value.
+func spellsFlag(flags []cli.Flag, value string) bool {
+	if len(value) < 2 || value[0] != '-' || value == "--" {
+		return false
+	}
+	name, _, _ := strings.Cut(strings.TrimPrefix(value[1:], "-"), "=")
+	return findFlag(flags, name) != nil || cli.HelpFlag != nil && slices.Contains(cli.HelpFlag.Names(), name)
+}
 
 // nameFlags are the flags whose value names a thing (a backend, dtype,
 // model, kernel, suite, format...), by their first name: empty, such a flag
@@ -243,10 +258,13 @@ var nameFlags = []string{
 // 4), which keeps the last and drops the other, as --set refuses a name
 // twice (flags that collect values, --set and --threshold, switches, and
 // list flags, which joinLists joins first, may repeat); a
-// path flag given an empty value (--db "$DB" with DB unset), which reads as
-// left out: the default store, no step log; a flag that names a thing
-// (nameFlags) given an empty value (--backend "": the suite's backend); and a command's flag given
-// before a subcommand that takes no such flag (tune --rounds 3 show).
+// path flag (pathFlag) given an empty value (--db "$DB" with DB unset),
+// which reads as left out: the default store, no step log; a path flag
+// given one of its command's flags (export -o --help), which it takes as
+// its value and would write a file of that name (./--help names one); a
+// flag that names a thing (nameFlags) given an empty value (--backend "":
+// the suite's backend); and a command's flag given before a subcommand
+// that takes no such flag (tune --rounds 3 show).
 func checkFlagArgs(app *cli.App, args []string) error {
 	if len(args) < 2 {
 		return nil
@@ -256,6 +274,10 @@ func checkFlagArgs(app *cli.App, args []string) error {
 		path := cl.pathNames()
 		cmd := strings.TrimSpace(app.Name + " " + path)
 		return fmt.Errorf("%s: %s (see `%s --help`)", path, fmt.Sprintf(format, a...), cmd)
+	}
+	leafFlags := app.Flags
+	if n := len(cl.path); n > 0 {
+		leafFlags = cl.path[n-1].Flags
 	}
 	seen := map[string]string{}
 	for _, t := range cl.tokens {
@@ -271,16 +293,19 @@ func checkFlagArgs(app *cli.App, args []string) error {
 			continue
 		}
 		long := "--" + t.flag.Names()[0]
-		if t.hasValue && t.value == "" && slices.Contains(pathFlags, t.flag.Names()[0]) {
-			return usage("%s \"\": an empty path (leave %s out for the default)", long, long)
-		}
+		given := strings.Join(t.args, " ")
 		if t.hasValue && t.value == "" && slices.Contains(nameFlags, t.flag.Names()[0]) {
 			return usage("%s \"\": an empty value (name one, or leave %s out for the default)", long, long)
+		}
+		if t.hasValue && t.value == "" && pathFlag(t.flag) {
+			return usage("%s \"\": an empty path (leave %s out for the default)", long, long)
+		}
+		if t.hasValue && pathFlag(t.flag) && spellsFlag(leafFlags, t.value) {
+			return usage("%s: %s is a flag of this command, so %s was given no path (a file or folder so named is ./%s)", given, t.value, long, t.value)
 		}
 		if collects(t.flag) {
 			continue
 		}
-		given := strings.Join(t.args, " ")
 		if first, twice := seen[long]; twice {
 			return usage("%s given twice (%s, %s): give it once", long, first, given)
 		}

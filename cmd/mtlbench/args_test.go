@@ -1,9 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // The command line is read once (tokenize), as the flag parser reads it,
@@ -149,5 +153,82 @@ func TestCheckFlagArgs(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// A path flag (pathFlag) given one of its command's flags as its value
+// (export -o --help, compare --out -h) is refused, naming the flag and how
+// to name such a file, rather than write a file of that name; "-", a name
+// with a path (./--help) and a dash word the command has no flag for are
+// its value as before. Every command of the app with a path flag is
+// covered, each flag of it as a value.
+func TestPathFlagGivenAFlag(t *testing.T) {
+	type tc struct {
+		args []string
+		want string // the error; "" for none
+	}
+	var cases []tc
+	var walk func(path []string, cmds []*cli.Command)
+	walk = func(path []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			p := append(slices.Clone(path), c.Name)
+			spelt := []string{"-h", "--help"}
+			for _, f := range c.Flags {
+				for _, n := range f.Names() {
+					if len(n) == 1 {
+						spelt = append(spelt, "-"+n)
+					} else {
+						spelt = append(spelt, "--"+n)
+					}
+				}
+			}
+			for _, f := range c.Flags {
+				if !pathFlag(f) {
+					continue
+				}
+				flag := "--" + f.Names()[0]
+				// as the parser reads a flag too: one dash, a value after =
+				for _, v := range append(spelt, "-"+f.Names()[0], flag+"=x") {
+					cases = append(cases, tc{append(slices.Clone(p), flag, v),
+						fmt.Sprintf("%s: %s %s: %s is a flag of this command, so %s was given no path (a file or folder so named is ./%s)", strings.Join(p, " "), flag, v, v, flag, v)})
+				}
+				cases = append(cases, tc{append(slices.Clone(p), flag+"="+"--help"), "is a flag of this command"})
+				for _, v := range []string{"-", "./--help", "--no-such-flag", "x.out"} {
+					cases = append(cases, tc{append(slices.Clone(p), flag, v), ""})
+				}
+			}
+			walk(p, c.Subcommands)
+		}
+	}
+	walk(nil, newApp(nil, nil).Commands)
+	if len(cases) < 100 {
+		t.Fatalf("only %d cases: the app's path flags were not found", len(cases))
+	}
+	for _, tc := range cases {
+		err := checkFlagArgs(newApp(nil, nil), append([]string{"mtlbench"}, tc.args...))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+
+	// Through the whole command: nothing is written.
+	dir := t.TempDir()
+	t.Chdir(dir)
+	db := seedCompareDB(t)
+	for _, args := range [][]string{
+		{"export", "--db", db, "-o", "--help"},
+		{"export", "--db", db, "--out", "-h"},
+		{"compare", "a", "b", "--db", db, "--out", "-h"},
+		{"report", "--db", db, "-o", "--db"},
+	} {
+		if _, _, err := mtl(t, args...); err == nil || !strings.Contains(err.Error(), "is a flag of this command") {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("files written: %v", ents)
 	}
 }

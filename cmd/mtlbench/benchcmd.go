@@ -43,7 +43,7 @@ func benchCommand() *cli.Command {
 			"   mtlbench bench -m qwen3-moe-mini -b 8 --request-rate 2,4,8 --requests 64 --slo ttft:500,tpot:50",
 		Flags: []cli.Flag{
 			dbFlag(),
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model preset (mtlbench models), checkpoint folder (HF or mlx-lm) or .gguf file", Required: true},
+			&cli.StringFlag{Name: "model", TakesFile: true, Aliases: []string{"m"}, Usage: "model preset (mtlbench models), checkpoint folder (HF or mlx-lm) or .gguf file", Required: true},
 			&cli.StringFlag{Name: "batch", Aliases: []string{"b"}, Value: "1", Usage: "concurrent sequences: list or range"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Value: "512", Usage: "prompt tokens per sequence: list or range"},
 			&cli.StringFlag{Name: "gen", Aliases: []string{"n"}, Value: "128", Usage: "generated tokens per sequence: list or range"},

@@ -34,7 +34,7 @@ func compareCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList() + " (one row per case and metric)"},
 			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultAlpha, Usage: "significance level of the verdicts"},
 			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
-			&cli.StringFlag{Name: "out", Usage: "also write the comparison as an HTML page (DIR/compare.html) with its charts to this directory"},
+			&cli.StringFlag{Name: "out", TakesFile: true, Usage: "also write the comparison as an HTML page (DIR/compare.html) with its charts to this directory"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {

@@ -36,7 +36,7 @@ func exportCommand() *cli.Command {
 			"store. A matrix of CI runners each exports its runs as an artifact; one job imports\n" +
 			"them all into one store and reports over every machine (docs/perf-gate.md).",
 		Flags: []cli.Flag{dbFlag(),
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "file to write (default, or -: standard output)"}},
+			&cli.StringFlag{Name: "out", TakesFile: true, Aliases: []string{"o"}, Usage: "file to write (default, or -: standard output)"}},
 		Action: func(c *cli.Context) error {
 			db, err := openExistingDB(c)
 			if err != nil {

@@ -55,9 +55,9 @@ func gateCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "threshold", Usage: "allowed worsening: 5% for every gated metric, or METRIC=5% (repeatable)"},
 			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultGateAlpha, Usage: "false-discovery rate over all checks (Benjamini-Hochberg)"},
 			&cli.IntFlag{Name: "min-samples", Value: compare.DefaultMinSamples, Usage: "fewest samples per side and gated metric"},
-			&cli.StringFlag{Name: "suite", Usage: "take thresholds from this suite file instead of the candidate run's"},
+			&cli.StringFlag{Name: "suite", TakesFile: true, Usage: "take thresholds from this suite file instead of the candidate run's"},
 			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
-			&cli.StringFlag{Name: "summary", Usage: "write the markdown summary to this file (not -: stdout takes --format md)"},
+			&cli.StringFlag{Name: "summary", TakesFile: true, Usage: "write the markdown summary to this file (not -: stdout takes --format md)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "stdout: the checks as " + formatList() + " (md: the markdown summary)"},
 		},
 		Action: func(c *cli.Context) error {

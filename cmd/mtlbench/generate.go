@@ -28,7 +28,7 @@ import (
 // modelFlags are shared by every command that opens a model.
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "preset name (mtlbench models lists them), checkpoint folder (HF or mlx-lm) or .gguf file", Required: true},
+		&cli.StringFlag{Name: "model", TakesFile: true, Aliases: []string{"m"}, Usage: "preset name (mtlbench models lists them), checkpoint folder (HF or mlx-lm) or .gguf file", Required: true},
 		&cli.StringFlag{Name: "dtype", Usage: "weight dtype: f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), nvfp4, mxfp8 (mlx), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF) (presets default to bf16; checkpoints keep theirs, and a float dtype converts their float matrices: refused where all are packed)"},
 		&cli.IntFlag{Name: "layers", Usage: "run only the first N layers (results say so)"},
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of synthetic weights"},
@@ -188,7 +188,7 @@ func generateCommand() *cli.Command {
 		Flags: append(modelFlags(),
 			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated (or --prompt)"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text, encoded by the checkpoint's tokenizer.json or tekken.json (or --tokenizer's); the output is then decoded too"},
-			&cli.StringFlag{Name: "tokenizer", Usage: "a tokenizer.json or tekken.json, a folder holding one, or a .gguf file carrying one (a checkpoint folder's tokenizer.json, else its tekken.json, or a .gguf file's own is used otherwise)"},
+			&cli.StringFlag{Name: "tokenizer", TakesFile: true, Usage: "a tokenizer.json or tekken.json, a folder holding one, or a .gguf file carrying one (a checkpoint folder's tokenizer.json, else its tekken.json, or a .gguf file's own is used otherwise)"},
 			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate, at most: generation stops at the checkpoint's end-of-sequence token (its generation_config.json's or config.json's eos_token_id, else its own tekken.json's </s>; a GGUF file's end-of-generation tokens as llama.cpp reads them: its eos, eot and eom ids and the tokens that end a turn, such as <|im_end|>), kept as the last"},
 			&cli.BoolFlag{Name: "ignore-eos", Usage: "generate all --max-new-tokens, past an end-of-sequence token (as benchmarks do)"},
 			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S], as a suite's sampling (temperature:0 is greedy)"},

@@ -117,7 +117,7 @@ func historyCommand() *cli.Command {
 					&cli.StringFlag{Name: "date", Usage: "date of figures whose table has no date column (YYYY-MM-DD, YYYY-MM, YYYY or unknown)"},
 					&cli.StringFlag{Name: "series", Usage: "series of figures whose table names none"},
 					&cli.StringFlag{Name: "dtype", Usage: "dtype of figures whose table names none (bf16, float16...)"},
-					&cli.StringFlag{Name: "out", Usage: "history YAML file to write (default: SOURCE.yaml in the user's history folder, $MTLBENCH_HISTORY, which every command reads); the figures it holds are kept, but this page's of the same model, which are replaced"},
+					&cli.StringFlag{Name: "out", TakesFile: true, Usage: "history YAML file to write (default: SOURCE.yaml in the user's history folder, $MTLBENCH_HISTORY, which every command reads); the figures it holds are kept, but this page's of the same model, which are replaced"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "print the figures; write nothing"},
 					format,
 				},

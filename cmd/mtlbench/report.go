@@ -25,7 +25,7 @@ func reportCommand() *cli.Command {
 			"and saves each chart beside it as PNG and SVG. Prints the paths written.",
 		Flags: []cli.Flag{
 			dbFlag(),
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "mtlbench-report", Usage: "directory to write the report into"},
+			&cli.StringFlag{Name: "out", TakesFile: true, Aliases: []string{"o"}, Value: "mtlbench-report", Usage: "directory to write the report into"},
 			&cli.StringFlag{Name: "history-model", Usage: "model of the documented-history chart (default: the runs' model if documented)"},
 			&cli.StringFlag{Name: "title", Usage: "page title (default: \"mtlbench report: run 3 (ci)\", the runs' ids and suites)"},
 		},

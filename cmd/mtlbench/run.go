@@ -32,7 +32,7 @@ import (
 )
 
 func dbFlag() cli.Flag {
-	return &cli.StringFlag{Name: "db", Usage: "results database (default $MTLBENCH_DB or ~/.local/share/mtlbench/results.db)"}
+	return &cli.StringFlag{Name: "db", TakesFile: true, Usage: "results database (default $MTLBENCH_DB or ~/.local/share/mtlbench/results.db)"}
 }
 
 // openDB opens --db, else the database the environment names (MTLBENCH_DB),

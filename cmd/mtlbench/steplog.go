@@ -11,7 +11,7 @@ import (
 )
 
 func stepsFlag() cli.Flag {
-	return &cli.StringFlag{Name: "steps", Usage: "write every step of the model cases (warm-ups included) to `FILE`, a JSON object a line: " +
+	return &cli.StringFlag{Name: "steps", TakesFile: true, Usage: "write every step of the model cases (warm-ups included) to `FILE`, a JSON object a line: " +
 		"case, rep, step, kind, tokens, seqs, ms, encode_ms, device_ms, sample_ms, graph_misses (docs/data.md, \"Step logs\"); not -, stdout takes the summary"}
 }
 

@@ -30,7 +30,7 @@ import (
 // tuneCommand is `mtlbench tune`, with show, export and import as
 // subcommands (each with its own flags and --help).
 func tuneCommand() *cli.Command {
-	dir := &cli.StringFlag{Name: "dir", Usage: "tuned folder to use instead of the user's cache"}
+	dir := &cli.StringFlag{Name: "dir", TakesFile: true, Usage: "tuned folder to use instead of the user's cache"}
 	return &cli.Command{
 		Name:      "tune",
 		Usage:     "tune kernel parameters for this device and record the winners",
@@ -70,8 +70,8 @@ func tuneCommand() *cli.Command {
 			&cli.Float64Flag{Name: "min-gain", Value: 0.01, Usage: "smallest gain worth a tuned config, a fraction: 0.01 asks a winner to be 1% faster than the default (1.01x); 0: the default"},
 			&cli.Float64Flag{Name: "alpha", Value: 0.05, Usage: "significance level of the Mann-Whitney test, shared by the finalists (Bonferroni); 0: the default"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the round order and random search"},
-			&cli.StringFlag{Name: "out", Usage: "tuned-config file to merge the winners into (default: the user's cache; not -, which a merge cannot be)"},
-			&cli.StringFlag{Name: "dir", Usage: "tuned folder to use instead of the user's cache"},
+			&cli.StringFlag{Name: "out", TakesFile: true, Usage: "tuned-config file to merge the winners into (default: the user's cache; not -, which a merge cannot be)"},
+			&cli.StringFlag{Name: "dir", TakesFile: true, Usage: "tuned folder to use instead of the user's cache"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list the buckets and their pruned spaces; time nothing"},
 			tagFlag("label of the tune run in the database"),
 			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU the cost witness reads each candidate's counts against, e.g. \"M2 Pro\" (default M3 Ultra)"},

@@ -258,6 +258,7 @@ func TestEmptyPathFlag(t *testing.T) {
 		{[]string{"export", "-o", ""}, `export: --out "": an empty path`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--steps", ""}, `bench: --steps "": an empty path`},
 		{[]string{"gate", "--baseline", "a", "--candidate", "b", "--summary", ""}, `gate: --summary "": an empty path`},
+		{[]string{"ab", "--resume", ""}, `ab: --resume "": an empty path`},
 	} {
 		_, _, err := mtl(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
