@@ -113,6 +113,9 @@ type archSpec struct {
 	sparse bool
 	// slides: attention slides whenever sliding_window is set
 	slides bool
+	// headsDivide: hidden_size must be a multiple of num_attention_heads,
+	// head_dim given or not (LlamaConfig.validate_architecture).
+	headsDivide bool
 	// modelType is config.json's model_type, by which transformers picks
 	// the class when architectures is missing.
 	modelType string
@@ -166,7 +169,7 @@ type archSpec struct {
 }
 
 var archs = map[string]archSpec{
-	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama", eos: []int32{2}, maxPos: 2048, sizes: classSizes{32000, 4096, 11008, 32, 32}},
+	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, headsDivide: true, modelType: "llama", eos: []int32{2}, maxPos: 2048, sizes: classSizes{32000, 4096, 11008, 32, 32}},
 	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, kvNoNone: true, eos: []int32{2}, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
 	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, kvNoNone: true, eos: []int32{2}, experts: 8, topK: 2, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
 	"Qwen2ForCausalLM":    {qkvBias: true, headDimRead: true, modelType: "qwen2", kvHeads: 32, window: 4096, windowLayers: 28, maxPos: 32768, sizes: classSizes{151936, 4096, 22016, 32, 32}},
@@ -587,7 +590,11 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			c.MoEInter, c.NormTopK, c.SparseStep, c.MLPOnlyLayers = h.IntermediateSize, true, 1, nil
 		}
 	}
-	if err := c.Validate(); err != nil {
+	err = c.Validate()
+	if err == nil && spec.headsDivide && c.Hidden%c.Heads != 0 {
+		err = fmt.Errorf("hidden_size=%d is not a multiple of num_attention_heads=%d, which %s's config requires whatever head_dim says", c.Hidden, c.Heads, arch)
+	}
+	if err != nil {
 		if len(filled) > 0 {
 			return nil, fmt.Errorf("%s: %w (left out of the file, taken as %s's default: %s)", name, err, arch, strings.Join(filled, ", "))
 		}

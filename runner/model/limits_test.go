@@ -94,3 +94,37 @@ func TestLayerTypes(t *testing.T) {
 		}
 	}
 }
+
+// LlamaConfig refuses a hidden_size num_attention_heads does not divide,
+// even where head_dim sizes the heads (its validate_architecture); the
+// other classes take it, sizing the heads by head_dim. (The oracle's
+// hidden_indivisible_with_head_dim cases give 36 over 4 heads, which
+// divide, so TestConfigAsTransformersReadsIt does not reach this.)
+func TestHeadsDivideHidden(t *testing.T) {
+	base := `{"architectures":["%s"],"vocab_size":100,"hidden_size":%d,"num_hidden_layers":1,"num_attention_heads":4,
+		"num_key_value_heads":2,%s"intermediate_size":64,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":16}`
+	for _, tc := range []struct {
+		arch    string
+		hidden  int
+		headDim string
+		want    string // the error; "" for none
+	}{
+		{"LlamaForCausalLM", 34, `"head_dim":8,`, "config.json: hidden_size=34 is not a multiple of num_attention_heads=4, which LlamaForCausalLM's config requires whatever head_dim says"},
+		{"LlamaForCausalLM", 34, "", "hidden_size=34 is not a multiple of num_attention_heads=4"},
+		{"LlamaForCausalLM", 36, `"head_dim":8,`, ""},
+		{"LlamaForCausalLM", 32, "", ""},
+		{"MistralForCausalLM", 34, `"head_dim":8,`, ""},
+		{"Qwen2ForCausalLM", 34, `"head_dim":8,`, ""},
+		{"Qwen3ForCausalLM", 34, `"head_dim":8,`, ""},
+		{"Qwen3MoeForCausalLM", 34, `"head_dim":8,`, ""},
+		{"MixtralForCausalLM", 34, `"head_dim":8,`, ""},
+	} {
+		_, err := ParseHFConfig("config.json", fmt.Appendf(nil, base, tc.arch, tc.hidden, tc.headDim))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s hidden %d %s: %v", tc.arch, tc.hidden, tc.headDim, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s hidden %d %s: %v, want %q", tc.arch, tc.hidden, tc.headDim, err, tc.want)
+		}
+	}
+}
