@@ -113,6 +113,12 @@ type archSpec struct {
 	sparse bool
 	// slides: attention slides whenever sliding_window is set
 	slides bool
+	// ministral: a file that holds layer_types is read as MinistralConfig,
+	// as AutoConfig reads a mistral one (models/auto/configuration_auto.py):
+	// its layers slide as layer_types says (null: every one, where
+	// sliding_window is set), and MinistralModel builds the sliding-window
+	// mask on every forward, which fails for a null sliding_window.
+	ministral bool
 	// headsDivide: hidden_size must be a multiple of num_attention_heads,
 	// head_dim given or not (LlamaConfig.validate_architecture).
 	headsDivide bool
@@ -170,7 +176,7 @@ type archSpec struct {
 
 var archs = map[string]archSpec{
 	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, headsDivide: true, modelType: "llama", eos: []int32{2}, maxPos: 2048, sizes: classSizes{32000, 4096, 11008, 32, 32}},
-	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, kvNoNone: true, eos: []int32{2}, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
+	"MistralForCausalLM":  {slides: true, ministral: true, modelType: "mistral", window: 4096, kvHeads: 8, kvNoNone: true, eos: []int32{2}, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
 	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, kvNoNone: true, eos: []int32{2}, experts: 8, topK: 2, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
 	"Qwen2ForCausalLM":    {qkvBias: true, headDimRead: true, modelType: "qwen2", kvHeads: 32, window: 4096, windowLayers: 28, maxPos: 32768, sizes: classSizes{151936, 4096, 22016, 32, 32}},
 	"Qwen3ForCausalLM":    {qkNorm: true, headDimRead: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128, window: 4096, windowLayers: 28, maxPos: 32768, sizes: classSizes{151936, 4096, 22016, 32, 32}},
@@ -512,8 +518,14 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			}
 		}
 	}
+	if spec.ministral && !absent("layer_types") && h.SlidingWindow == nil {
+		return nil, fmt.Errorf("%s: layer_types with a null sliding_window: transformers reads a %s config that holds layer_types as Ministral, which builds the sliding-window mask whatever the layers (leave layer_types out, or give sliding_window)", name, arch)
+	}
 	if h.SlidingWindow != nil && *h.SlidingWindow > 0 {
 		on := spec.slides
+		if spec.ministral && h.LayerTypes != nil {
+			on = slices.Contains(h.LayerTypes, "sliding_attention")
+		}
 		if !on && h.UseSlidingWindow != nil && *h.UseSlidingWindow && spec.windowAll {
 			on = true
 		} else if !on && h.UseSlidingWindow != nil && *h.UseSlidingWindow {

@@ -128,3 +128,38 @@ func TestHeadsDivideHidden(t *testing.T) {
 		}
 	}
 }
+
+// A mistral config.json that holds layer_types is read as transformers'
+// AutoConfig reads it, as Ministral: its layers slide as layer_types says
+// (null: every one, where sliding_window is set), and a null
+// sliding_window is refused, as MinistralModel builds the sliding-window
+// mask on every forward and fails without one. Left out, layer_types is
+// Mistral's: every layer slides by sliding_window, or none where it is null.
+func TestMistralLayerTypesAsMinistral(t *testing.T) {
+	for _, tc := range []struct {
+		keys   string // sliding_window and layer_types as given
+		window int
+		want   string // the error; "" for none
+	}{
+		{`"sliding_window":8`, 8, ""},
+		{`"sliding_window":null`, 0, ""},
+		{`"layer_types":null`, 4096, ""},
+		{`"sliding_window":8,"layer_types":null`, 8, ""},
+		{`"sliding_window":8,"layer_types":["full_attention","sliding_attention"]`, 8, ""},
+		{`"sliding_window":8,"layer_types":["full_attention","full_attention"]`, 0, ""},
+		{`"sliding_window":null,"layer_types":null`, 0, "config.json: layer_types with a null sliding_window: transformers reads a MistralForCausalLM config that holds layer_types as Ministral"},
+		{`"sliding_window":null,"layer_types":["full_attention","full_attention"]`, 0, "layer_types with a null sliding_window"},
+	} {
+		data := `{"model_type":"mistral","vocab_size":100,"hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+			"num_key_value_heads":2,"head_dim":16,"intermediate_size":128,` + tc.keys + `}`
+		c, err := ParseHFConfig("config.json", []byte(data))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.keys, err)
+		case tc.want == "" && c.Window != tc.window:
+			t.Errorf("%s: window %d, want %d", tc.keys, c.Window, tc.window)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.keys, err, tc.want)
+		}
+	}
+}

@@ -116,11 +116,7 @@ var oracleRefused = map[string]string{
 // oracleOpen are the cases where mtlbench does not read the file as
 // transformers does, and why; a case listed here that agrees fails too
 // (docs/architecture.md, "Where input is checked").
-var oracleOpen = map[string]string{
-	// A quirk of the class's mask, not of the config: it builds with the
-	// key left out, which reads the same.
-	"mistral__layer_types__null": "transformers fails to build Mistral from an explicit null layer_types and no sliding_window",
-}
+var oracleOpen = map[string]string{}
 
 // oracleUnread are keys mtlbench does not read: transformers' checks of
 // them are not mtlbench's.
