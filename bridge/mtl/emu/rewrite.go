@@ -1537,6 +1537,14 @@ func (r *rewriter) plainPtrDecl(eq int) bool {
 	for r.text(k) == "*" || r.text(k) == "const" || r.text(k) == "volatile" {
 		k--
 	}
+	return r.typeFrom(k, true)
+}
+
+// typeFrom reports whether the tokens from k back to the statement's start
+// (after `;`, `{` or `}`) are a type alone: words that are not
+// notTypeWords, `::` and template arguments; a `const` among them makes it
+// not one unless constOK.
+func (r *rewriter) typeFrom(k int, constOK bool) bool {
 	typ := false
 	for ; k >= 0; k-- {
 		t := r.tok(k)
@@ -1548,6 +1556,8 @@ func (r *rewriter) plainPtrDecl(eq int) bool {
 				return false
 			}
 		case t.text == "::":
+		case t.text == "const" && !constOK:
+			return false
 		case t.kind == tIdent && !notTypeWords[t.text]:
 			typ = true
 		default:
@@ -1566,26 +1576,7 @@ func (r *rewriter) plainRefDecl(eq int) bool {
 	if r.tok(k).kind != tIdent || r.text(k-1) != "&" {
 		return false
 	}
-	typ := false
-	for k -= 2; k >= 0; k-- {
-		t := r.tok(k)
-		switch {
-		case t.text == ";" || t.text == "{" || t.text == "}":
-			return typ
-		case t.text == ">":
-			if k = r.matchBack(k); k < 0 {
-				return false
-			}
-		case t.text == "::":
-		case t.text == "const":
-			return false
-		case t.kind == tIdent && !notTypeWords[t.text]:
-			typ = true
-		default:
-			return false
-		}
-	}
-	return typ
+	return r.typeFrom(k-2, false)
 }
 
 // threadCast rewrites the cast `(thread T*)e` whose parentheses are at
