@@ -151,59 +151,36 @@ func (e *exacter) restore(i, end int) {
 
 var rawMessage = reflect.TypeFor[json.RawMessage]()
 
-// value walks the value at data[i] (valid JSON) as decoded into t and
-// returns the index just past it.
-func (e *exacter) value(i int, t reflect.Type) int {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
+// opaque: a RawMessage is read whole, its reader matching it later.
+func (e *exacter) opaque(t reflect.Type) bool { return t == rawMessage }
+
+// field makes the key at data[i:end] spaces where it is spelled otherwise
+// than the field encoding/json would match it to, and walks no further
+// into its value, which no field now reads.
+func (e *exacter) field(i, end int, fields map[string]reflect.Type, _ string) (reflect.Type, error) {
+	key := keyText(e.data, i, end)
+	elem, exact := fields[key]
+	if !exact && folds(fields, key) {
+		if e.out == nil {
+			e.out = bytes.Clone(e.data)
+		}
+		for j := i + 1; j < end-1; j++ {
+			e.out[j] = ' '
+		}
 	}
-	d := e.data
-	switch {
-	case d[i] == '[' && t != nil && t != rawMessage && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
-		i = skipSpace(d, i+1)
-		for d[i] != ']' {
-			if i = skipSpace(d, e.value(i, t.Elem())); d[i] == ',' {
-				i = skipSpace(d, i+1)
-			}
-		}
-		return i + 1
-	case d[i] == '{' && t != nil && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
-		var fields map[string]reflect.Type
-		if t.Kind() == reflect.Struct {
-			fields = jsonFields(t)
-		}
-		i = skipSpace(d, i+1)
-		for d[i] == '"' {
-			end := jsonlen.StringEnd(d, i+1)
-			var elem reflect.Type
-			if t.Kind() == reflect.Map {
-				elem = t.Elem()
-			} else {
-				key := keyText(d, i, end)
-				var exact bool
-				if elem, exact = fields[key]; !exact && folds(fields, key) {
-					if e.out == nil {
-						e.out = bytes.Clone(d)
-					}
-					for j := i + 1; j < end-1; j++ {
-						e.out[j] = ' '
-					}
-				}
-			}
-			i = skipSpace(d, skipSpace(d, end)+1) // past the colon
-			if i = skipSpace(d, e.value(i, elem)); d[i] == ',' {
-				i = skipSpace(d, i+1)
-			}
-		}
-		return i + 1
-	}
-	// Anything else is skipped whole: a string, number or literal, or a
-	// value read as any or a RawMessage, whose reader matches it later.
-	end := skipValue(d, i)
+	return elem, nil
+}
+
+// leaf puts back the non-finite floats of a value a field reads.
+func (e *exacter) leaf(i, end int, t reflect.Type) {
 	if t != nil && len(e.spots) > 0 {
 		e.restore(i, end)
 	}
-	return end
+}
+
+// value walks the value at data[i] (valid JSON) as decoded into t.
+func (e *exacter) value(i int, t reflect.Type) {
+	walkTyped(e.data, i, t, "", false, e) // exacter.field returns no error
 }
 
 // skipValue is the index just past the value at data[i] (valid JSON).

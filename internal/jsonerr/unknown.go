@@ -6,9 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"strconv"
 
-	"github.com/mtlbench/mtlbench/internal/jsonlen"
 	"github.com/mtlbench/mtlbench/internal/suggest"
 )
 
@@ -41,70 +39,31 @@ func Unknown(data []byte, v any) error {
 	if t == nil || !json.Valid(data) {
 		return nil
 	}
-	_, err := unknownIn(data, skipSpace(data, 0), t, "")
+	_, err := walkTyped(data, skipSpace(data, 0), t, "", true, unknownVisitor{data})
 	return err
 }
 
-// unknownIn walks the value at d[i] (valid JSON) as decoded into t, at key
-// path path, and returns the index just past it.
-func unknownIn(d []byte, i int, t reflect.Type, path string) (int, error) {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t != nil && (t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler)) {
-		return skipValue(d, i), nil
-	}
-	switch {
-	case d[i] == '[' && t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
-		i = skipSpace(d, i+1)
-		for n := 0; d[i] != ']'; n++ {
-			end, err := unknownIn(d, i, t.Elem(), path+"["+strconv.Itoa(n)+"]")
-			if err != nil {
-				return 0, err
-			}
-			if i = skipSpace(d, end); d[i] == ',' {
-				i = skipSpace(d, i+1)
-			}
-		}
-		return i + 1, nil
-	case d[i] == '{' && t != nil && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
-		var fields map[string]reflect.Type
-		if t.Kind() == reflect.Struct {
-			fields = jsonFields(t)
-		}
-		i = skipSpace(d, i+1)
-		for d[i] == '"' {
-			end := jsonlen.StringEnd(d, i+1)
-			key := keyText(d, i, end)
-			at := key
-			if path != "" {
-				at = path + "." + key
-			}
-			var elem reflect.Type
-			if t.Kind() == reflect.Map {
-				elem = t.Elem()
-			} else if elem = fields[key]; elem == nil {
-				// encoding/json matches a key of other case too
-				for name, ft := range fields {
-					if bytes.EqualFold([]byte(name), []byte(key)) {
-						elem = ft
-						break
-					}
-				}
-				if elem == nil {
-					return 0, &UnknownFieldError{Path: at, Key: key, Known: slices.Sorted(maps.Keys(fields))}
-				}
-			}
-			i = skipSpace(d, skipSpace(d, end)+1) // past the colon
-			end, err := unknownIn(d, i, elem, at)
-			if err != nil {
-				return 0, err
-			}
-			if i = skipSpace(d, end); d[i] == ',' {
-				i = skipSpace(d, i+1)
-			}
-		}
-		return i + 1, nil
-	}
-	return skipValue(d, i), nil
+// unknownVisitor finds the first key of its text that no field reads.
+type unknownVisitor struct{ d []byte }
+
+// opaque: a type that decodes itself takes any key.
+func (unknownVisitor) opaque(t reflect.Type) bool {
+	return t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler)
 }
+
+// field is the field the key at d[i:end] is read into, as spelled or in
+// another case as encoding/json matches it, or an *UnknownFieldError.
+func (u unknownVisitor) field(i, end int, fields map[string]reflect.Type, path string) (reflect.Type, error) {
+	key := keyText(u.d, i, end)
+	if elem := fields[key]; elem != nil {
+		return elem, nil
+	}
+	for name, ft := range fields {
+		if bytes.EqualFold([]byte(name), []byte(key)) {
+			return ft, nil
+		}
+	}
+	return nil, &UnknownFieldError{Path: path, Key: key, Known: slices.Sorted(maps.Keys(fields))}
+}
+
+func (unknownVisitor) leaf(int, int, reflect.Type) {}
