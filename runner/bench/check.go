@@ -248,8 +248,11 @@ func checkKVBlocks(s *suites.Suite, c suites.Case) error {
 		return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d hold %d tokens, but one request of %d+%d tokens needs %d blocks of %d (hint: raise kv_blocks)",
 			c.Name, kb, kb*bs, mp.Depth+pl, gl, need, bs)
 	}
-	if mp.PrefillBudget > 0 || mp.Depth > 0 || mp.Stagger > 0 || mp.Rate > 0 {
-		return nil
+	if mp.Stagger > 0 || mp.Rate > 0 {
+		return nil // when requests arrive, and so who is seated, is the run's
+	}
+	if mp.PrefillBudget > 0 || mp.Depth > 0 {
+		return seatsChunked(s, c)
 	}
 	// The shortest prompts a range draws: longer ones only take more.
 	shortest, _ := suites.LenBounds(mp.PromptLen, mp.RangeRatio, 1)
@@ -258,6 +261,48 @@ func checkKVBlocks(s *suites.Suite, c suites.Case) error {
 			c.Name, kb, kb/per, mp.Batch, shortest, per, bs, mp.Batch*per, max(kb/per, 1))
 	}
 	return nil
+}
+
+// seatsChunked refuses a case whose kv_blocks, where prompts are prefilled
+// a chunk at a time (prefill_budget, or a depth), never let the scheduler
+// run as many of its requests side by side as a cache of the workload's
+// size does: the scheduler's own run over the requests, all arriving at
+// once, decides it (mostSideBySide), so a pool that seats them, preempting
+// as it must, is taken, and the hint is the smallest that does.
+func seatsChunked(s *suites.Suite, c suites.Case) error {
+	mp := c.Model
+	kb, bs := mp.KVBlocks, mp.BlockSize
+	w, budget := caseWorkload(s, mp), caseTokenBudget(mp)
+	seats := mp.Requests
+	if mp.MaxSeqs > 0 {
+		seats = min(seats, mp.MaxSeqs)
+	}
+	full := w.KVTokens(bs, mp.MaxSeqs) / bs
+	if kb >= full {
+		return nil
+	}
+	want, ok := mostSideBySide(w, full, bs, budget, mp.MaxSeqs, seats)
+	if !ok {
+		return nil
+	}
+	got, ok := mostSideBySide(w, kb, bs, budget, mp.MaxSeqs, want)
+	if !ok || got >= want {
+		return nil
+	}
+	// The least pool that seats as many, by bisection between kv_blocks
+	// and the workload's size, which does: a pool of more blocks seats no
+	// fewer (TestCheckKVBlocksSeatTheBatch checks the one below the hint).
+	lo, hi := kb, full
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if n, ok := mostSideBySide(w, mid, bs, budget, mp.MaxSeqs, want); ok && n >= want {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d run at most %d of the batch's %d requests side by side as their prompts are prefilled %d tokens a step, where a cache of their size runs %d, so the batch would run a part at a time under its label (hint: raise kv_blocks to %d or more)",
+		c.Name, kb, got, seats, budget, want, hi)
 }
 
 // checkKernels plans each kernel case as run prepares it (kbench.Need) on

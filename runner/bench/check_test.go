@@ -110,9 +110,11 @@ cases:
 // A kv_blocks too few for the batch's prompts side by side, each
 // prefilled whole as they all arrive at once, is refused: the scheduler
 // seats a request only where its prompt fits, so the batch would run a
-// part at a time under its label, preempting nothing. A prefill budget, a
-// depth or staggered arrivals seat the batch a chunk at a time, and
-// preemption does the rest.
+// part at a time under its label, preempting nothing. Under a prefill
+// budget or at a depth the scheduler's own run decides it: a pool that
+// never runs as many requests side by side as one of the workload's size
+// is refused, naming the least that does, and that one is taken, however
+// much it preempts. Staggered arrivals are the run's to seat.
 func TestCheckKVBlocksSeatTheBatch(t *testing.T) {
 	for _, c := range []struct {
 		name, params, want string
@@ -124,8 +126,19 @@ func TestCheckKVBlocksSeatTheBatch(t *testing.T) {
 		{"the shortest prompts a range draws", "batch: 3, prompt_len: 20, gen_len: 4, range_ratio: 0.5, kv_blocks: 5",
 			"kv_blocks=5 seat 2 of the batch's 3 prompts of 10 tokens"},
 		{"the prompts side by side", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 12", ""},
-		{"a prefill budget", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 3, prefill_budget: 8", ""},
-		{"at a depth", "batch: 4, prompt_len: 9, gen_len: 5, depth: 8, kv_blocks: 3", ""},
+		// 8 tokens a step: the first request holds 3 blocks for its 17
+		// before the next can start, and a cache of 12 runs 3 at once, the
+		// first finishing before the fourth's prompt starts.
+		{"a prefill budget", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 3, prefill_budget: 8",
+			":7:64: case c: kv_blocks=3 run at most 1 of the batch's 4 requests side by side as their prompts are prefilled 8 tokens a step, where a cache of their size runs 3, so the batch would run a part at a time under its label (hint: raise kv_blocks to 7 or more)"},
+		{"a prefill budget, a block short", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 6, prefill_budget: 8", "kv_blocks=6 run at most 2 of the batch's 4 requests side by side"},
+		{"a prefill budget's least pool", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 7, prefill_budget: 8", ""},
+		{"a prefill budget's pool past it", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 9, prefill_budget: 8", ""},
+		// Each request's context to the depth takes a block, so 3 seat 3
+		// of 4; 4 seat them all, and preemption does the rest.
+		{"at a depth", "batch: 4, prompt_len: 9, gen_len: 5, depth: 8, kv_blocks: 3",
+			"kv_blocks=3 run at most 3 of the batch's 4 requests side by side as their prompts are prefilled 36 tokens a step, where a cache of their size runs 4, so the batch would run a part at a time under its label (hint: raise kv_blocks to 4 or more)"},
+		{"at a depth, the least pool", "batch: 4, prompt_len: 9, gen_len: 5, depth: 8, kv_blocks: 4", ""},
 		{"staggered", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 3, arrival: 'stagger:2'", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

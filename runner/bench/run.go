@@ -29,7 +29,6 @@ import (
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
-	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -1145,23 +1144,15 @@ type loadedModel struct {
 
 func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, limit int64) (*ModelCase, error) {
 	sm, mp := s.Model, c.Model
-	w := Workload{Requests: mp.Requests, PromptLen: mp.PromptLen, GenLen: mp.GenLen, Depth: mp.Depth, Seed: uint64(sm.Seed),
-		Stagger: mp.Stagger, Rate: mp.Rate, Burstiness: mp.Burstiness, SLO: mp.SLO, RangeRatio: mp.RangeRatio, Sampling: sample.Of(mp.Sampling)}
+	w := caseWorkload(s, mp)
 	opts := engine.Options{
 		BlockSize:   mp.BlockSize,
-		TokenBudget: mp.PrefillBudget,
+		TokenBudget: caseTokenBudget(mp),
 		MaxSeqs:     mp.MaxSeqs,
 		MoE:         bridge.MoEParams{Strategy: bridge.MoEStrategy(mp.MoEStrategy), ChunkSize: mp.MoEChunk},
 		Synchronous: mp.Synchronous,
 		NoFusion:    !mp.Fusion,
 		KVDType:     mp.KVDType,
-	}
-	if mp.Depth > 0 && opts.TokenBudget == 0 {
-		// Prefill at depth (llama-bench's pp @ d): the context is filled in
-		// chunks of this budget, then the batch's prompts after the depth
-		// are one step and its sequences decode together.
-		prompt, _ := mp.MaxLens()
-		opts.TokenBudget = prompt * max(min(mp.MaxSeqs, mp.Requests), 1)
 	}
 	opts.KVTokens = w.KVTokens(opts.BlockSize, opts.MaxSeqs)
 	if kb := mp.KVBlocks; kb > 0 {
