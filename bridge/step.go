@@ -185,6 +185,22 @@ type Fuser interface {
 	Fusions() []Pattern
 }
 
+// KeepPatterns is the patterns of table that names names, in the table's
+// order: what a backend's SetFusions keeps (tests measure one pattern at a
+// time). It is never nil, so a backend whose nil table means "not built
+// yet" keeps no pattern, not the whole table, when no name matches.
+func KeepPatterns(table []Pattern, names []string) []Pattern {
+	keep := []Pattern{}
+	for _, p := range table {
+		for _, n := range names {
+			if p.Name == n {
+				keep = append(keep, p)
+			}
+		}
+	}
+	return keep
+}
+
 // Runner hands steps' ops to a backend; its scratch copy of the list, where
 // a fusion leaves a stand-in op, is kept across steps.
 type Runner struct {

@@ -159,3 +159,32 @@ func BenchmarkRunnerStep(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(ops)), "ops/step")
 }
+
+// KeepPatterns keeps the named patterns in the table's order and ignores
+// names the table lacks; naming none of them keeps an empty table, not nil,
+// which a backend would read as its table not built yet.
+func TestKeepPatterns(t *testing.T) {
+	table := []Pattern{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	for _, tc := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"b"}, "b"},
+		{[]string{"c", "a"}, "a c"},
+		{[]string{"a", "zz", "c"}, "a c"},
+		{[]string{"zz"}, ""},
+		{nil, ""},
+	} {
+		got := KeepPatterns(table, tc.names)
+		var names []string
+		for _, p := range got {
+			names = append(names, p.Name)
+		}
+		if got == nil || strings.Join(names, " ") != tc.want {
+			t.Errorf("KeepPatterns(%q) = %q (nil %v), want %q", tc.names, names, got == nil, tc.want)
+		}
+	}
+	if got := KeepPatterns(nil, []string{"a"}); got == nil || len(got) != 0 {
+		t.Errorf("KeepPatterns of no table = %v, want empty and not nil", got)
+	}
+}

@@ -45,17 +45,7 @@ func (b *Backend) SetFusions(names ...string) {
 	if len(names) == 0 {
 		return
 	}
-	// Not nil, which Fusions reads as the table not yet built: a name of
-	// none of its patterns leaves none to try.
-	keep := []bridge.Pattern{}
-	for _, p := range b.Fusions() {
-		for _, n := range names {
-			if p.Name == n {
-				keep = append(keep, p)
-			}
-		}
-	}
-	b.fusions = keep
+	b.fusions = bridge.KeepPatterns(b.Fusions(), names)
 }
 
 // tryRoPEAttention: RoPE of q and k, then attention over the same q and k,

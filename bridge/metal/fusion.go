@@ -42,15 +42,7 @@ func (b *Backend) SetFusions(names ...string) {
 	if len(names) == 0 {
 		return
 	}
-	keep := b.Fusions()[:0:0]
-	for _, p := range b.Fusions() {
-		for _, n := range names {
-			if p.Name == n {
-				keep = append(keep, p)
-			}
-		}
-	}
-	b.fusions = keep
+	b.fusions = bridge.KeepPatterns(b.Fusions(), names)
 }
 
 // tryRoPEAttention: RoPE of q and k, then the attention over them, in a
