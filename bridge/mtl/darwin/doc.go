@@ -27,6 +27,10 @@
 //     emulator; its quoted #includes are inlined from the library's files, and
 //     the compiler's program_source:LINE:COL positions are mapped back to
 //     file:line:col.
+//   - Pipelines are made with their reflection (MTLPipelineOptionBindingInfo):
+//     its threadgroup bindings are the indices a dispatch of the kernel is
+//     given threadgroup memory at, which the encoder checks against the
+//     device's limit by bridge/mtl's rule (mtl.ThreadgroupLengths).
 //
 // The files without a build constraint (sources and includes, function
 // constants, the recording and checking of encoder calls, the wording of a

@@ -175,8 +175,12 @@ func (l *library) makePipeline(kernel string, li int, fc mtl.FunctionConstants) 
 		}
 	}
 	defer release(fn)
-	var nserr uintptr
-	ps := msg(l.dev.id, sel.newComputePipelineState, fn, uintptr(unsafe.Pointer(&nserr)))
+	// The reflection (autoreleased, so read inside this pool) names the
+	// kernel's threadgroup arguments, the only indices a dispatch of it is
+	// given threadgroup memory at.
+	var nserr, refl uintptr
+	ps := msg(l.dev.id, sel.newComputePipelineStateReflection, fn, pipelineBindingInfo,
+		uintptr(unsafe.Pointer(&refl)), uintptr(unsafe.Pointer(&nserr)))
 	if ps == 0 {
 		return nil, fmt.Errorf("metal: kernel %s: making its compute pipeline: %s", kernel, l.units[li].mapPositions(errorText(nserr)))
 	}
@@ -187,8 +191,30 @@ func (l *library) makePipeline(kernel string, li int, fc mtl.FunctionConstants) 
 		width:    int(msg(ps, sel.threadExecutionWidth)),
 		staticTG: int(msg(ps, sel.staticThreadgroupMem)),
 	}
+	if bs := bindings(refl); bs != nil {
+		p.tgArgs, p.reflected = threadgroupArgsOf(bs), true
+	}
 	l.pipes[key] = p
 	return p, nil
+}
+
+// bindings reads a pipeline reflection's bindings (MTLBinding name, type
+// and index); nil when there is no reflection to read.
+func bindings(refl uintptr) []binding {
+	if refl == 0 {
+		return nil
+	}
+	arr := msg(refl, sel.bindings)
+	if arr == 0 {
+		return nil
+	}
+	n := int(msg(arr, sel.count))
+	out := make([]binding, 0, n)
+	for i := 0; i < n; i++ {
+		b := msg(arr, sel.objectAtIndex, uintptr(i))
+		out = append(out, binding{name: goString(msg(b, sel.name)), typ: int64(msg(b, sel.type_)), index: int(msg(b, sel.index))})
+	}
+	return out
 }
 
 // functionConstants reads an unspecialised function's

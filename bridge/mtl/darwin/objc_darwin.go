@@ -14,14 +14,15 @@ import (
 // The frameworks, by their install names (they live in the dyld shared
 // cache; dlopen finds them there by these paths).
 const (
-	libObjC         = "/usr/lib/libobjc.A.dylib"
-	libFoundation   = "/System/Library/Frameworks/Foundation.framework/Foundation"
-	libCoreGraphics = "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics"
-	libMetal        = "/System/Library/Frameworks/Metal.framework/Metal"
-	nsUTF8Encoding  = 4 // NSUTF8StringEncoding
-	storageShared   = 0 // MTLResourceStorageModeShared (MTLStorageModeShared << 4), default cache, tracked hazards
-	barrierBuffers  = 1 // MTLBarrierScopeBuffers
-	samplingStage   = 0 // MTLCounterSamplingPointAtStageBoundary
+	libObjC             = "/usr/lib/libobjc.A.dylib"
+	libFoundation       = "/System/Library/Frameworks/Foundation.framework/Foundation"
+	libCoreGraphics     = "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics"
+	libMetal            = "/System/Library/Frameworks/Metal.framework/Metal"
+	nsUTF8Encoding      = 4 // NSUTF8StringEncoding
+	storageShared       = 0 // MTLResourceStorageModeShared (MTLStorageModeShared << 4), default cache, tracked hazards
+	barrierBuffers      = 1 // MTLBarrierScopeBuffers
+	samplingStage       = 0 // MTLCounterSamplingPointAtStageBoundary
+	pipelineBindingInfo = 1 // MTLPipelineOptionBindingInfo: the pipeline's reflection lists its bindings
 )
 
 // rt is the Objective-C runtime and the few C functions this package calls.
@@ -60,7 +61,8 @@ var sel struct {
 	maxThreadgroupMemoryLength, maxThreadsPerThreadgroup, supportsFamily      uintptr
 	supportsCounterSampling, counterSets, sampleTimestamps                    uintptr
 	newBufferWithLength, newBufferWithBytesNoCopy, contents                   uintptr
-	newLibraryWithSource, newCommandQueue, newComputePipelineState            uintptr
+	newLibraryWithSource, newCommandQueue, newComputePipelineStateReflection  uintptr
+	bindings                                                                  uintptr
 	newCounterSampleBuffer                                                    uintptr
 	setLanguageVersion, setFastMathEnabled, setPreprocessorMacros             uintptr
 	functionNames, newFunctionWithName, newFunctionWithNameConstantValues     uintptr
@@ -187,7 +189,8 @@ func loadRuntime() (err error) {
 		{&sel.contents, "contents"},
 		{&sel.newLibraryWithSource, "newLibraryWithSource:options:error:"},
 		{&sel.newCommandQueue, "newCommandQueue"},
-		{&sel.newComputePipelineState, "newComputePipelineStateWithFunction:error:"},
+		{&sel.newComputePipelineStateReflection, "newComputePipelineStateWithFunction:options:reflection:error:"},
+		{&sel.bindings, "bindings"},
 		{&sel.newCounterSampleBuffer, "newCounterSampleBufferWithDescriptor:error:"},
 		{&sel.setLanguageVersion, "setLanguageVersion:"},
 		{&sel.setFastMathEnabled, "setFastMathEnabled:"},

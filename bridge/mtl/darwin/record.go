@@ -79,6 +79,50 @@ type pipeline struct {
 	maxTotal int
 	width    int
 	staticTG int
+	// tgArgs are the kernel's [[threadgroup(n)]] arguments, from the
+	// pipeline's reflection; reflected says whether there was one to read.
+	tgArgs    []mtl.ThreadgroupArg
+	reflected bool
+}
+
+// bindingThreadgroupMemory is MTLBindingTypeThreadgroupMemory.
+const bindingThreadgroupMemory = 1
+
+// binding is what this package reads of one MTLBinding of a pipeline's
+// reflection (MTLComputePipelineReflection.bindings).
+type binding struct {
+	name  string
+	typ   int64 // MTLBindingType
+	index int
+}
+
+// threadgroupArgsOf picks a kernel's threadgroup arguments out of its
+// pipeline's bindings.
+func threadgroupArgsOf(bs []binding) []mtl.ThreadgroupArg {
+	var out []mtl.ThreadgroupArg
+	for _, b := range bs {
+		if b.typ == bindingThreadgroupMemory {
+			out = append(out, mtl.ThreadgroupArg{Name: b.name, Index: b.index})
+		}
+	}
+	return out
+}
+
+// threadgroupArgs is what a dispatch of p is given threadgroup memory for:
+// its reflected arguments, or, for a pipeline made without reflection,
+// every index the encoder set a length at (more than Metal gives the
+// kernel, never less).
+func (p *pipeline) threadgroupArgs(l *mtl.ThreadgroupLengths) []mtl.ThreadgroupArg {
+	if p.reflected {
+		return p.tgArgs
+	}
+	var out []mtl.ThreadgroupArg
+	for i, n := range l {
+		if n > 0 {
+			out = append(out, mtl.ThreadgroupArg{Name: "?", Index: i})
+		}
+	}
+	return out
 }
 
 var (
@@ -162,7 +206,7 @@ func (r *recording) isCommitted() bool {
 type encoder struct {
 	r     *recording
 	pipe  *pipeline
-	tgmem [31]int
+	tgmem mtl.ThreadgroupLengths
 	ended bool
 }
 
@@ -262,15 +306,11 @@ func (e *encoder) SetThreadgroupMemoryLength(length, index int) {
 	if !e.usable("SetThreadgroupMemoryLength") {
 		return
 	}
-	switch {
-	case index < 0 || index > 30:
-		e.fail("SetThreadgroupMemoryLength: index %d out of range [0, 30]", index)
-	case length < 0 || length%16 != 0:
-		e.fail("SetThreadgroupMemoryLength: %d bytes is not a multiple of 16", length)
-	default:
-		e.tgmem[index] = length
-		e.add(op{code: opTGMemory, a: uintptr(length), b: uintptr(index)})
+	if err := e.tgmem.Set(length, index); err != nil {
+		e.fail("%v", err)
+		return
 	}
+	e.add(op{code: opTGMemory, a: uintptr(length), b: uintptr(index)})
 }
 
 func (e *encoder) DispatchThreadgroups(groups, tpg [3]int) { e.dispatch(opGroups, groups, tpg) }
@@ -303,12 +343,11 @@ func (e *encoder) dispatch(code opCode, size, tpg [3]int) {
 		return // nothing to run; Metal rejects empty dispatches
 	}
 	groups, grid := d.Groups, d.Grid
-	dyn := 0
-	for _, l := range e.tgmem {
-		dyn += l
-	}
-	if limit := e.r.maxTGMemory; dyn+p.staticTG > limit {
-		e.fail("kernel %s: %d bytes of threadgroup memory (%d static, %d dynamic) exceed the device's %d", p.name, dyn+p.staticTG, p.staticTG, dyn, limit)
+	// Only the kernel's own threadgroup arguments take memory: lengths an
+	// earlier dispatch of this encoder left at other indices stay set in
+	// Metal but are not this kernel's (bridge/mtl's rule, as in the emulator).
+	if _, err := e.tgmem.Dynamic(p.name, p.threadgroupArgs(&e.tgmem), p.staticTG, e.r.maxTGMemory); err != nil {
+		e.fail("%v", err)
 		return
 	}
 	o := op{code: code}

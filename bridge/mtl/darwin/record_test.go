@@ -1,6 +1,7 @@
 package darwin
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -144,3 +145,72 @@ func TestBufferRelease(t *testing.T) {
 }
 
 type fakeBuffer struct{ mtl.Buffer }
+
+// A dispatch is checked against the threadgroup memory its own kernel's
+// [[threadgroup(n)]] arguments take (from the pipeline's reflection):
+// lengths an earlier kernel of the same encoder set at other indices stay
+// set, as in Metal, but are not counted. A pipeline without reflection
+// counts every length set.
+func TestThreadgroupMemoryOfThisKernel(t *testing.T) {
+	tg := func(idx ...int) []mtl.ThreadgroupArg {
+		var out []mtl.ThreadgroupArg
+		for _, i := range idx {
+			out = append(out, mtl.ThreadgroupArg{Name: fmt.Sprintf("t%d", i), Index: i})
+		}
+		return out
+	}
+	three := &pipeline{name: "three", id: 1, maxTotal: 1024, tgArgs: tg(0, 1, 2), reflected: true}
+	two := &pipeline{name: "two", id: 2, maxTotal: 1024, staticTG: 16 << 10, tgArgs: tg(0, 1), reflected: true}
+	static := &pipeline{name: "static", id: 3, maxTotal: 1024, staticTG: 24 << 10, reflected: true}
+	blind := &pipeline{name: "blind", id: 4, maxTotal: 1024, staticTG: 16 << 10}
+	type step struct {
+		p   *pipeline
+		set [][2]int // length, index
+	}
+	for _, c := range []struct {
+		name  string
+		steps []step
+		err   string
+	}{
+		{"two after three", []step{{three, [][2]int{{8 << 10, 0}, {8 << 10, 1}, {8 << 10, 2}}}, {two, nil}}, ""},
+		{"static after three", []step{{three, [][2]int{{8 << 10, 0}, {8 << 10, 1}, {8 << 10, 2}}}, {static, nil}}, ""},
+		{"two over", []step{{three, [][2]int{{8 << 10, 0}, {12 << 10, 1}, {8 << 10, 2}}}, {two, nil}},
+			"kernel two: 36864 bytes of threadgroup memory (16384 static, 20480 dynamic) exceed the device's 32768"},
+		{"argument without memory", []step{{two, [][2]int{{1024, 0}}}}, "kernel two: threadgroup(1) 't1' has no memory"},
+		{"no reflection counts every length", []step{{three, [][2]int{{8 << 10, 0}, {8 << 10, 1}, {8 << 10, 2}}}, {blind, nil}},
+			"kernel blind: 40960 bytes of threadgroup memory (16384 static, 24576 dynamic)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &recording{maxTGMemory: 32 << 10}
+			e, err := r.newEncoder(false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range c.steps {
+				e.SetPipeline(s.p)
+				for _, l := range s.set {
+					e.SetThreadgroupMemoryLength(l[0], l[1])
+				}
+				e.DispatchThreadgroups([3]int{1, 1, 1}, [3]int{32, 1, 1})
+			}
+			e.End()
+			_, err = r.commit()
+			if (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+				t.Errorf("got %v, want %q", err, c.err)
+			}
+		})
+	}
+}
+
+// Only the bindings reflection types as threadgroup memory are the
+// kernel's threadgroup arguments.
+func TestThreadgroupArgsOf(t *testing.T) {
+	got := threadgroupArgsOf([]binding{{"x", 0, 0}, {"scratch", bindingThreadgroupMemory, 0}, {"tex", 2, 1}, {"partial", bindingThreadgroupMemory, 3}})
+	want := []mtl.ThreadgroupArg{{Name: "scratch", Index: 0}, {Name: "partial", Index: 3}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("threadgroupArgsOf = %v, want %v", got, want)
+	}
+	if got := threadgroupArgsOf(nil); len(got) != 0 {
+		t.Errorf("no bindings: %v", got)
+	}
+}

@@ -236,6 +236,7 @@ type pipeline struct {
 	fcs      []cFC
 	maxTotal int
 	staticTG atomic.Int64
+	tgArgs   []mtl.ThreadgroupArg // the kernel's [[threadgroup(n)]] arguments
 }
 
 func (p *pipeline) Name() string                       { return p.k.Name }
@@ -319,6 +320,11 @@ func (l *library) Pipeline(kernel string, fc mtl.FunctionConstants) (mtl.Pipelin
 			k.File, k.Line, kernel, st, tgmax)
 	}
 	p := &pipeline{lib: l, k: k, index: idx, fcs: fcs, maxTotal: maxTotal}
+	for _, prm := range k.Params {
+		if prm.Kind == "threadgroup" {
+			p.tgArgs = append(p.tgArgs, mtl.ThreadgroupArg{Name: prm.Name, Index: prm.Index})
+		}
+	}
 	p.staticTG.Store(st)
 	l.pipes[key] = p
 	return p, nil

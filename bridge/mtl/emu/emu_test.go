@@ -2048,7 +2048,7 @@ kernel void k16(device float* x [[buffer(0)]], threadgroup float* d [[threadgrou
 		{kernel: "tk_small", static: 1024},
 		{kernel: "tk_big", err: "k.metal:10: kernel tk_big: 33792 bytes"},
 		{kernel: "k16", dyn: 16 << 10, static: 16384},
-		{kernel: "k16", dyn: 17 << 10, static: 16384, err: "kernel k16: k.metal:11: 17408 bytes of dynamic and 16384 of static"},
+		{kernel: "k16", dyn: 17 << 10, static: 16384, err: "k.metal:11: kernel k16: 33792 bytes of threadgroup memory (16384 static, 17408 dynamic)"},
 	} {
 		p, err := lib.Pipeline(c.kernel, nil)
 		if c.static == 0 {

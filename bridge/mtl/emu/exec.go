@@ -262,7 +262,7 @@ type encoder struct {
 	cb         *commandBuffer
 	pipe       *pipeline
 	bind       [31]binding
-	tgmem      [31]int
+	tgmem      mtl.ThreadgroupLengths
 	ended      bool
 	concurrent bool
 	seg        int // first command since the last barrier (concurrent)
@@ -349,13 +349,8 @@ func (e *encoder) SetThreadgroupMemoryLength(length, index int) {
 	if !e.usable("SetThreadgroupMemoryLength") {
 		return
 	}
-	switch {
-	case index < 0 || index > 30:
-		e.fail("SetThreadgroupMemoryLength: index %d out of range [0, 30]", index)
-	case length < 0 || length%16 != 0:
-		e.fail("SetThreadgroupMemoryLength: %d bytes is not a multiple of 16", length)
-	default:
-		e.tgmem[index] = length
+	if err := e.tgmem.Set(length, index); err != nil {
+		e.fail("%v", err)
 	}
 }
 
@@ -403,21 +398,24 @@ func (e *encoder) dispatch(check func(string, [3]int, [3]int, int) (mtl.Dispatch
 		d.groups[i], d.tpg[i], d.grid[i] = int64(groups[i]), int64(tpg[i]), int64(grid[i])
 	}
 	c := &command{pipe: p, desc: d}
-	dyn := 0
 	for _, prm := range p.k.Params {
-		switch prm.Kind {
-		case "buffer":
-			b := e.bind[prm.Index]
-			if b.buf == nil && b.bytes == nil && prm.FC == "" {
-				e.fail("kernel %s: buffer(%d) '%s' is not bound", name, prm.Index, prm.Name)
-				return
-			}
-		case "threadgroup":
-			if e.tgmem[prm.Index] == 0 {
-				e.fail("kernel %s: threadgroup(%d) '%s' has no memory (SetThreadgroupMemoryLength)", name, prm.Index, prm.Name)
-				return
-			}
+		if prm.Kind != "buffer" {
+			continue
 		}
+		if b := e.bind[prm.Index]; b.buf == nil && b.bytes == nil && prm.FC == "" {
+			e.fail("kernel %s: buffer(%d) '%s' is not bound", name, prm.Index, prm.Name)
+			return
+		}
+	}
+	// Only the kernel's own [[threadgroup(n)]] arguments take memory, as on
+	// Metal: a length left at another index by an earlier dispatch is not
+	// this kernel's (bridge/mtl's rule, which the darwin device shares).
+	if _, err := e.tgmem.Dynamic(name, p.tgArgs, p.StaticThreadgroupMemoryLength(), p.lib.dev.MaxThreadgroupMemoryLength()); err != nil {
+		e.fail("%s:%d: %v", p.k.File, p.k.Line, err)
+		return
+	}
+	for _, a := range p.tgArgs {
+		d.tgmem[a.Index] = int64(e.tgmem[a.Index])
 	}
 	for i, b := range e.bind {
 		switch {
@@ -428,22 +426,6 @@ func (e *encoder) dispatch(check func(string, [3]int, [3]int, int) (mtl.Dispatch
 			d.buf[i] = cBinding{uintptr(unsafe.Pointer(&b.bytes[0])), int64(len(b.bytes))}
 			c.keep = append(c.keep, b.bytes)
 		}
-	}
-	// Only the kernel's own [[threadgroup(n)]] arguments take memory, as on
-	// Metal: a length left at another index by an earlier dispatch is not
-	// this kernel's.
-	for _, prm := range p.k.Params {
-		if prm.Kind == "threadgroup" {
-			d.tgmem[prm.Index] = int64(e.tgmem[prm.Index])
-			dyn += e.tgmem[prm.Index]
-		}
-	}
-	// Metal's validation fails a dispatch whose static and dynamic
-	// threadgroup memory together exceed the device's.
-	if st, max := p.StaticThreadgroupMemoryLength(), p.lib.dev.MaxThreadgroupMemoryLength(); dyn+st > max {
-		e.fail("kernel %s: %s:%d: %d bytes of dynamic and %d of static threadgroup memory exceed the device's %d",
-			name, p.k.File, p.k.Line, dyn, st, max)
-		return
 	}
 	if len(p.fcs) > 0 {
 		d.fcs = uintptr(unsafe.Pointer(&p.fcs[0]))
