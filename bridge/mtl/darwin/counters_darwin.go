@@ -62,7 +62,8 @@ func (q *queue) returnSampleBuffer(s *sampleBuffer) {
 }
 
 // resolvePassTimes reads the timed passes' samples (resolveCounterRange:)
-// and converts them to seconds of host time. It runs after completion,
+// and converts them, GPU ticks, to seconds of host time by the clock
+// readings taken at Commit and now (calibrate). It runs after completion,
 // inside Wait's autorelease pool.
 func (cb *commandBuffer) resolvePassTimes() {
 	if cb.samples == nil {
@@ -73,6 +74,11 @@ func (cb *commandBuffer) resolvePassTimes() {
 		return
 	}
 	cb.calib[1] = cb.q.dev.sampleTimestamps()
+	clock, err := calibrate(cb.calib)
+	if err != nil {
+		cb.passErr = err
+		return
+	}
 	n := 2 * cb.timed
 	// NSRange {location, length}: 16 bytes of integers, passed in two registers.
 	data := msg(cb.samples.id, sel.resolveCounterRange, 0, uintptr(n))
@@ -92,7 +98,7 @@ func (cb *commandBuffer) resolvePassTimes() {
 			cb.passErr = fmt.Errorf("metal: timed pass %d was not sampled (start %#x, end %#x)", i, s, e)
 			return
 		}
-		times[i] = PassTime{Start: gpuSeconds(cb.calib, s), End: gpuSeconds(cb.calib, e)}
+		times[i] = PassTime{Start: clock.seconds(s), End: clock.seconds(e)}
 	}
 	cb.passTimes = times
 }

@@ -31,6 +31,12 @@
 //     its threadgroup bindings are the indices a dispatch of the kernel is
 //     given threadgroup memory at, which the encoder checks against the
 //     device's limit by bridge/mtl's rule (mtl.ThreadgroupLengths).
+//   - Timed passes (TimedCommandBuffer) are sampled at stage boundaries
+//     into a counter sample buffer, in the GPU's own ticks; the CPU and GPU
+//     clocks read together (sampleTimestamps:gpuTimestamp:) at Commit and
+//     after completion give the ticks' rate and place them on GPUTime's
+//     clock, as Apple's "Converting GPU timestamps into CPU time" does.
+//     Readings that give no rate fail PassTimes rather than guess one.
 //
 // The files without a build constraint (sources and includes, function
 // constants, the recording and checking of encoder calls, the wording of a

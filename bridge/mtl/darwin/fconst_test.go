@@ -132,18 +132,3 @@ func TestHalfConversion(t *testing.T) {
 		t.Errorf("bfloat(NaN) = %#04x", b)
 	}
 }
-
-func TestGPUSeconds(t *testing.T) {
-	// GPU ticks at half the CPU's rate, offset.
-	cal := [2]timestampPair{{cpu: 1_000_000_000, gpu: 500}, {cpu: 1_000_002_000, gpu: 1500}}
-	if got := gpuSeconds(cal, 1000); math.Abs(got-1.000001) > 1e-12 {
-		t.Errorf("midpoint: %v", got)
-	}
-	if got := gpuSeconds(cal, 400); math.Abs(got-(1.0-200e-9)) > 1e-12 {
-		t.Errorf("before the first reading: %v", got)
-	}
-	same := [2]timestampPair{{cpu: 2_000_000_000, gpu: 10}, {cpu: 2_000_000_000, gpu: 10}}
-	if got := gpuSeconds(same, 1010); math.Abs(got-2.000001) > 1e-12 {
-		t.Errorf("no span: %v", got)
-	}
-}

@@ -450,10 +450,24 @@ func TestTimedPasses(t *testing.T) {
 			t.Fatalf("%d pass times", len(times))
 		}
 		const slack = 1e-3 // the two clocks are sampled, not shared
+		// The GPU's ticks are converted at the rate the clock readings give
+		// (calibrate): at a wrong rate, a 24 MHz tick taken as a nanosecond
+		// say, the passes would come out 40 times too short or too long.
+		// Each moves 32 MiB, which no Apple GPU does at 8 TB/s, and run one
+		// after another inside the command buffer.
+		const least = 8 * n / 8e12
+		busy := 0.0
 		for i, pt := range times {
 			if pt.End < pt.Start || pt.Start < start-slack || pt.End > end+slack || i > 0 && pt.Start < times[i-1].Start {
 				t.Errorf("pass %d at [%.6f, %.6f] outside the command buffer's [%.6f, %.6f] or out of order", i, pt.Start, pt.End, start, end)
 			}
+			if d := pt.End - pt.Start; d < least {
+				t.Errorf("pass %d took %.2f µs, less than its 32 MiB take at 8 TB/s (%.2f µs)", i, d*1e6, least*1e6)
+			}
+			busy += pt.End - pt.Start
+		}
+		if span := end - start; busy > span*1.1+50e-6 {
+			t.Errorf("the passes took %.1f µs in all, more than the command buffer's %.1f µs", busy*1e6, span*1e6)
 		}
 	}
 }

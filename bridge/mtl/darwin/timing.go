@@ -1,23 +1,41 @@
 package darwin
 
+import "fmt"
+
 // timestampPair is one reading of the CPU and GPU clocks at the same moment
 // (MTLDevice sampleTimestamps:gpuTimestamp:); Apple documents the CPU value
 // as nanoseconds of Mach absolute time, the clock GPUStartTime reads in
-// seconds.
+// seconds. The GPU value is in the GPU's own ticks, whose rate Metal does
+// not give: only two readings tell it.
 type timestampPair struct {
 	cpu, gpu uint64
 }
 
-// gpuSeconds converts a GPU timestamp to seconds of host time by the line
-// through two clock readings taken around the work, as Apple's "Converting
-// GPU timestamps into CPU time" describes. With no GPU span to scale by, a
-// GPU tick counts as a nanosecond (Apple silicon's GPU clock ticks in ns).
-func gpuSeconds(cal [2]timestampPair, g uint64) float64 {
-	x := float64(int64(g - cal[0].gpu))
-	if dg := int64(cal[1].gpu - cal[0].gpu); dg > 0 {
-		x *= float64(int64(cal[1].cpu-cal[0].cpu)) / float64(dg)
+// gpuClock places GPU timestamps on host time: the line through two clock
+// readings taken around the work, as Apple's "Converting GPU timestamps
+// into CPU time" describes.
+type gpuClock struct {
+	cpu0, gpu0 uint64  // the first reading
+	nsPerTick  float64 // CPU nanoseconds per GPU tick over the two readings
+}
+
+// calibrate is the clock of cal's two readings. It refuses readings that
+// give no tick rate (a GPU or CPU clock that did not advance, or went
+// back, over a whole command buffer): assuming one, a nanosecond a tick
+// say, would give pass times off by the GPU's unknown rate.
+func calibrate(cal [2]timestampPair) (gpuClock, error) {
+	dg := int64(cal[1].gpu - cal[0].gpu)
+	dc := int64(cal[1].cpu - cal[0].cpu)
+	if cal[0].gpu == 0 || dg <= 0 || dc <= 0 {
+		return gpuClock{}, fmt.Errorf("metal: the clocks read before and after the command buffer give no GPU tick rate (GPU %d to %d, CPU %d to %d ns): its pass times cannot be placed on host time",
+			cal[0].gpu, cal[1].gpu, cal[0].cpu, cal[1].cpu)
 	}
-	return (float64(cal[0].cpu) + x) / 1e9
+	return gpuClock{cpu0: cal[0].cpu, gpu0: cal[0].gpu, nsPerTick: float64(dc) / float64(dg)}, nil
+}
+
+// seconds converts a GPU timestamp to seconds of host time.
+func (c gpuClock) seconds(g uint64) float64 {
+	return (float64(c.cpu0) + float64(int64(g-c.gpu0))*c.nsPerTick) / 1e9
 }
 
 // counterErrorValue is MTLCounterErrorValue: a sample the GPU did not take.
