@@ -754,6 +754,118 @@ kernel void barriers(device int* x [[buffer(0)]], uint i [[thread_position_in_gr
 	}
 }
 
+// An integer vector divided or taken the remainder of with a lane of 0,
+// and the lowest value over -1 (scalar or lane), trapped on the CPU and
+// ended the process, where a GPU gives a value: the dispatch fails naming
+// the line, the lane and the thread, and values that divide run as C++
+// divides them.
+func TestIntegerDivisionTraps(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void vdiv(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[2 * i] = x[2 * i] / x[2 * i + 1];
+}
+kernel void vrem(device uint4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[2 * i] = x[2 * i] % x[2 * i + 1];
+}
+kernel void vscalar(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[2 * i] = x[2 * i] / x[2 * i + 1].w;
+}
+kernel void sdiv(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[8 * i] = x[8 * i] / x[8 * i + 4];
+}
+kernel void srem(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[8 * i] = x[8 * i] % x[8 * i + 4];
+}
+kernel void ldiv(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  const long a = long(x[8 * i]) << 32;
+  x[8 * i] = int((a / long(x[8 * i + 4])) >> 32);
+}
+kernel void vassign(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int4 v = x[2 * i];
+  v /= x[2 * i + 1];
+  x[2 * i] = v;
+}
+kernel void sassign(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[8 * i] %= x[8 * i + 4];
+}
+kernel void lane(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int4 v = x[2 * i];
+  v.y /= x[2 * i + 1].y;
+  x[2 * i] = v;
+}
+kernel void opaque(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[2 * min(i, 1u)] /= x[2 * i + 1];
+}
+kernel void mixed(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  const float4 f = float4(x[2 * i]) / float4(x[2 * i + 1]);
+  const short4 s = short4(x[2 * i]) / short4(x[2 * i + 1]);
+  x[2 * i] = int4(f) + int4(s) - x[2 * i] / x[2 * i + 1];
+}
+kernel void deref(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int4 v = x[2 * i];
+  thread int4* p = &v;
+  *p /= x[2 * i + 1];
+  x[2 * i] = v;
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const minInt = -1 << 31
+	// Thread 0 divides good by good; thread 1 divides bad by bad.
+	good := [8]int32{7, -9, 100, minInt, 2, 3, -7, 1}
+	zero := [8]int32{1, 2, 3, 4, 1, 1, 0, 0}
+	over := [8]int32{minInt, minInt, 3, 4, -1, -1, 1, -1}
+	for _, c := range []struct {
+		kernel, want string
+		bad          [8]int32
+		out          [4]int32 // thread 0's
+	}{
+		{"vdiv", "integer division by zero in lane 2 at k.metal:4", zero, [4]int32{3, -3, -14, minInt}},
+		{"vdiv", "integer division overflow in lane 0: -2147483648 / -1 at k.metal:4", over, [4]int32{3, -3, -14, minInt}},
+		{"vrem", "integer division by zero in lane 2 at k.metal:7", zero, [4]int32{1, int32(uint32(1<<32-9) % 3), 100, 0}},
+		{"vscalar", "integer division by zero in lane 0 at k.metal:10", zero, [4]int32{7, -9, 100, minInt}},
+		{"vscalar", "integer division overflow in lane 0: -2147483648 / -1 at k.metal:10", over, [4]int32{7, -9, 100, minInt}},
+		{"sdiv", "integer division overflow: -2147483648 / -1 at k.metal:13", over, [4]int32{3, -9, 100, minInt}},
+		{"srem", "integer division overflow: -2147483648 % -1 at k.metal:16", over, [4]int32{1, -9, 100, minInt}},
+		{"ldiv", "integer division overflow: -9223372036854775808 / -1 at k.metal:20", over, [4]int32{3, -9, 100, minInt}},
+		{"vassign", "integer division by zero in lane 2 at k.metal:24", zero, [4]int32{3, -3, -14, minInt}},
+		{"vassign", "integer division overflow in lane 0: -2147483648 / -1 at k.metal:24", over, [4]int32{3, -3, -14, minInt}},
+		{"sassign", "integer division overflow: -2147483648 % -1 at k.metal:28", over, [4]int32{1, -9, 100, minInt}},
+		{"lane", "integer division overflow: -2147483648 / -1 at k.metal:32", over, [4]int32{7, -3, 100, minInt}},
+		{"opaque", "integer division by zero in lane 2 at k.metal:36", zero, [4]int32{3, -3, -14, minInt}},
+		{"mixed", "integer division by zero in lane 2 at k.metal:40", zero, [4]int32{3, -3, -14, 0}},
+		{"deref", "integer division overflow in lane 0: -2147483648 / -1 at k.metal:46", over, [4]int32{3, -3, -14, minInt}},
+	} {
+		v := make([]uint32, 16)
+		for k := range 8 {
+			v[k], v[8+k] = uint32(good[k]), uint32(c.bad[k])
+		}
+		b := u32Buf(t, dev, v)
+		err := run(t, dev, pipe(t, lib, c.kernel, nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b})
+		var ee *emu.ExecutionError
+		want := "kernel " + c.kernel + ": " + c.want
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "thread (1,0,0)") {
+			t.Errorf("%s: got %v, want an ExecutionError saying %q of thread (1,0,0)", c.kernel, err, want)
+		}
+		b = u32Buf(t, dev, v[:8])
+		if err := run(t, dev, pipe(t, lib, c.kernel, nil), [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: b}); err != nil {
+			t.Errorf("%s of good values: %v", c.kernel, err)
+			continue
+		}
+		var got [4]int32
+		for k, x := range u32s(b)[:4] {
+			got[k] = int32(x)
+		}
+		if got != c.out {
+			t.Errorf("%s of good values: got %v, want %v", c.kernel, got, c.out)
+		}
+	}
+}
+
 // A thread (local) array read or written past its end faulted, or read
 // another variable's memory, where a GPU gives an undefined value: the
 // dispatch fails naming the line, the index and the array's type, and an

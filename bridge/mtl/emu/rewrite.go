@@ -163,6 +163,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 	}
 	if r.err == nil {
 		r.cmpValues()
+		r.divOps()
 	}
 	if r.err != nil {
 		return "", nil, nil, r.err
@@ -2626,3 +2627,97 @@ func (r *rewriter) className() string {
 	}
 	return ""
 }
+
+// divOps routes every integer division and remainder through the shim's
+// check (metal_stdlib's div_check), which fails the dispatch at the line
+// where the CPU's division would trap: a divisor lane of 0 (clang checks
+// scalars only) or the lowest value over -1 (docs/msl-subset.md). `a / b`
+// becomes `a /div_at()/ b`, which C++ groups as `(a / div_at()) / b`, so
+// neither operand need be delimited here; the shim's operators divide as
+// `a / b` does, and a type other than an integer passes unchecked. `a /= b`
+// becomes `a /= div_into([&] { return a; }) = b`, where a is delimited
+// (compoundLHS), else `a /= div_into() = b`, which checks the divisor's
+// lanes for 0 alone. A token another rewrite replaces is left as it is.
+func (r *rewriter) divOps() {
+	var spans [][2]int // the bytes other rewrites replace
+	for _, e := range r.edits {
+		if e.end > e.start {
+			spans = append(spans, [2]int{e.start, e.end})
+		}
+	}
+	sort.Slice(spans, func(a, b int) bool { return spans[a][0] < spans[b][0] })
+	replaced := func(t token) bool { // the spans do not overlap (apply)
+		k := sort.Search(len(spans), func(n int) bool { return spans[n][0] > t.pos }) - 1
+		return k >= 0 && t.pos < spans[k][1]
+	}
+	for i, t := range r.toks {
+		op := t.text
+		if op != "/" && op != "%" && op != "/=" && op != "%=" || t.kind == tIdent || t.kind == tNumber ||
+			r.text(i-1) == "operator" || replaced(t) {
+			continue
+		}
+		at := "div"
+		if op[0] == '%' {
+			at = "rem"
+		}
+		if len(op) == 1 {
+			r.insertAfter(i, " ::metal::__emu::"+at+"_at()"+op) // a space: `%:` is a digraph
+			continue
+		}
+		get := ""
+		if start := r.compoundLHS(i); start >= 0 {
+			get = "[&]() { return " + r.src[r.toks[start].pos:r.toks[i-1].end] + "; }"
+		}
+		r.insertAfter(i, " ::metal::__emu::"+at+"_into("+get+") =")
+	}
+}
+
+// compoundLHS returns the first token of the left side of the compound
+// assignment at k when it reads plainly, so repeating it reads the same
+// place again with no other effect: a name, then members (`.x`, `->y`) and
+// subscripts of names, numbers and arithmetic (`acc[i + 1].x`), or -1.
+func (r *rewriter) compoundLHS(k int) int {
+	j := k - 1
+	for {
+		t := r.tok(j)
+		switch {
+		case t.text == "]":
+			m := r.matchBack(j)
+			if m < 0 {
+				return -1
+			}
+			for n := m + 1; n < j; n++ {
+				switch x := r.tok(n); {
+				case x.kind == tIdent && !notPrimary[x.text], x.kind == tNumber:
+				case plainIndexOps[x.text]:
+				default:
+					return -1
+				}
+			}
+			j = m - 1
+		case t.kind == tIdent && !notPrimary[t.text]:
+			switch r.text(j - 1) {
+			case ".", "->", "::":
+				j -= 2
+				continue
+			}
+			for r.text(j-1) == "*" && lhsBefore[r.text(j-2)] { // *p /= d
+				j--
+			}
+			if p := r.text(j - 1); !lhsBefore[p] && !assignOps[p] {
+				return -1 // the name goes on a longer expression: `&`, a cast, `::`
+			}
+			return j
+		default:
+			return -1
+		}
+	}
+}
+
+// lhsBefore are the tokens an assignment's left side may follow.
+var lhsBefore = map[string]bool{";": true, "{": true, "}": true, ")": true, "else": true, "do": true, ":": true,
+	"(": true, ",": true, "?": true, "return": true, "&&": true, "||": true}
+
+// plainIndexOps are the operators a subscript compoundLHS repeats may hold.
+var plainIndexOps = map[string]bool{"+": true, "-": true, "*": true, "/": true, "%": true, "&": true, "|": true,
+	"^": true, "<<": true, ">>": true, ".": true, "->": true, "::": true, "[": true, "]": true}

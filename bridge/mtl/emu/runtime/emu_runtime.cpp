@@ -786,6 +786,19 @@ extern "C" [[noreturn]] void __ubsan_handle_divrem_overflow_abort(void *data, vo
   check_out((const SrcLoc *)data, "integer division by zero");
 }
 
+// div_fail is the shim's check of integer division (metal_stdlib's
+// div_check), which clang makes for no vector and for no quotient that
+// overflows (INT_MIN / -1), both of which trap on the CPU.
+void div_fail(bool rem, bool zero, int lane, long long a, const char *file, unsigned line) {
+  const SrcLoc loc = {file, line, 0};
+  char in[24] = "";
+  if (lane >= 0)
+    snprintf(in, sizeof in, " in lane %d", lane);
+  if (zero)
+    check_out(&loc, "integer division by zero%s", in);
+  check_out(&loc, "integer division overflow%s: %lld %c -1", in, a, rem ? '%' : '/');
+}
+
 struct AlignData {
   SrcLoc loc;
   const TypeDesc *type;
