@@ -866,6 +866,56 @@ kernel void deref(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid
 	}
 }
 
+// A thread pointer moved far past its variable read memory no kernel owns,
+// faulting and ending the process: where such an address becomes a thread
+// pointer (a declaration, an assignment, a parameter), the dispatch fails
+// naming the line and the thread, and an address in the variable runs.
+func TestWildThreadPointers(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = `#include <metal_stdlib>
+using namespace metal;
+int get(thread int* p) { return *p; }
+kernel void decl(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int local[4] = {1, 2, 3, 4}; thread int* q = local;
+  thread int* p = q + x[i];
+  x[i] = *p;
+}
+kernel void assign(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int local[4] = {1, 2, 3, 4}; thread int* q = local;
+  thread int* p = q;
+  p = q + x[i];
+  x[i] = *p;
+}
+kernel void param(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int local[4] = {1, 2, 3, 4}; thread int* q = local;
+  x[i] = get(q + x[i]);
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kernel string
+		line   int
+	}{{"decl", 6}, {"assign", 12}, {"param", 3}} {
+		// Thread 0 reads local[1]; thread 1 reads 4 GiB past local.
+		b := u32Buf(t, dev, []uint32{1, 1 << 30})
+		err := run(t, dev, pipe(t, lib, c.kernel, nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b})
+		var ee *emu.ExecutionError
+		want := fmt.Sprintf("kernel %s: k.metal:%d: a thread pointer to 0x", c.kernel, c.line)
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "thread (1,0,0)") {
+			t.Errorf("%s: got %v, want an ExecutionError saying %q of thread (1,0,0)", c.kernel, err, want)
+		}
+		b = u32Buf(t, dev, []uint32{1, 3})
+		if err := run(t, dev, pipe(t, lib, c.kernel, nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}); err != nil {
+			t.Errorf("%s in range: %v", c.kernel, err)
+		} else if got := u32s(b); got[0] != 2 || got[1] != 4 {
+			t.Errorf("%s in range: %v", c.kernel, got)
+		}
+	}
+}
+
 // A thread (local) array read or written past its end faulted, or read
 // another variable's memory, where a GPU gives an undefined value: the
 // dispatch fails naming the line, the index and the array's type, and an

@@ -15,6 +15,7 @@
 #endif
 #include "metal_stdlib"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -423,6 +424,8 @@ void recover(const void *p, int as, const char **lo, const char **hi, int *slot,
 // stack that lies in threadgroup memory or a bound buffer fails the command
 // buffer; any other (a program-scope constant's, the worker's own stack)
 // passes.
+[[noreturn]] static void abandon();
+
 void thread_at(const void *p, const char *file, unsigned line) {
   Worker *w = worker();
   if (!w || !w->d)
@@ -443,6 +446,18 @@ void thread_at(const void *p, const char *file, unsigned line) {
            "pointer between address spaces)", file, line, i, name);
       return;
     }
+  }
+  // What else a thread pointer may hold lies in a loaded library: a
+  // program-scope constant, the stand-in an out-of-range read returns
+  // (dummy). An address outside them all is wild, and reading through it
+  // would fault and end the process, or read another's memory.
+  Dl_info info;
+  if (!dladdr(p, &info)) {
+    fail("%s:%u: a thread pointer to %p, which lies in no thread's stack, threadgroup memory, bound buffer or "
+         "program data (a pointer moved past its variable, or made from an integer)",
+         file, line, p);
+    if (cur)
+      abandon(); // the thread would go on to read through it
   }
 }
 
@@ -764,6 +779,15 @@ struct OOBData {
   SrcLoc loc;
   const TypeDesc *array, *index;
 };
+
+// abandon ends the running thread of a failed dispatch, as stop_thread
+// does, where going on would fault.
+[[noreturn]] static void abandon() {
+  Fiber *f = cur;
+  f->state = ST_DONE;
+  to_sched(f);
+  __builtin_trap(); // run_group never resumes it
+}
 
 [[noreturn]] static void check_out(const SrcLoc *loc, const char *fmt, ...) {
   char msg[256];
