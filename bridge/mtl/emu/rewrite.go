@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // rewrite turns one preprocessed MSL translation unit into C++ that the shim
@@ -113,6 +114,7 @@ type rewriter struct {
 	threadPtr map[string]bool // the thread pointers the function being walked declares (threadSpace)
 	kkeys     []string        // each body's kernel as its body names it (f, f<T, N>); "" if it cannot
 	knames    map[string]bool
+	tmplNames map[string]bool // the names the unit declares templates of (templateNames)
 	nTramp    int
 	nSite     int
 }
@@ -158,6 +160,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 	r := &rewriter{src: src, toks: toks, attrAt: map[int]*attrSpan{}, attrTo: map[int]*attrSpan{},
 		templates: map[string]*kdef{}, derived: map[string]bool{}, vecNames: baseVecNames()}
 	r.findAttrs()
+	r.tmplNames = templateNames(toks)
 	if r.err == nil {
 		r.walk()
 	}
@@ -1147,13 +1150,17 @@ func (r *rewriter) cmpOperand(from, to int, expr bool) {
 }
 
 // angleArgs returns the '>' closing the template arguments that the '<'
-// at k opens, or -1 where it compares. Without types the rewriter cannot
-// always tell (`f(a < b, c > d)` calls f with two comparisons, or with
-// a<b, c> and d in a declaration), but among expressions alone (expr) a
-// name followed by arguments in angle brackets is not followed by a name, a
-// number, '!' or '~': there `a < b, c > d` compares.
+// at k opens, or -1 where it compares. As in C++, a '<' opens template
+// arguments only after a template's name: one that no template the unit or
+// the shim declares has (maybeTemplate) compares, wherever it is
+// (`f(a < b, c > (d))`, `x = a < b, c > d;`). Among expressions alone
+// (expr) a name followed by arguments in angle brackets is not followed by
+// a name, a number, '!' or '~' either: there `a < b, c > d` compares.
 func (r *rewriter) angleArgs(k int, expr bool) int {
 	m := r.match(k)
+	if m > 0 && !r.maybeTemplate(k-1) {
+		return -1
+	}
 	if m < 0 || !expr || r.tok(k-1).kind != tIdent {
 		return m
 	}
@@ -2721,3 +2728,168 @@ var lhsBefore = map[string]bool{";": true, "{": true, "}": true, ")": true, "els
 // plainIndexOps are the operators a subscript compoundLHS repeats may hold.
 var plainIndexOps = map[string]bool{"+": true, "-": true, "*": true, "/": true, "%": true, "&": true, "|": true,
 	"^": true, "<<": true, ">>": true, ".": true, "->": true, "::": true, "[": true, "]": true}
+
+// maybeTemplate reports whether the token at i may name a template, so
+// that a '<' after it may open template arguments: a name the unit or the
+// shim declares a template of (templateNames), a name qualified by a scope
+// the rewriter does not look into (`std::`, `T::`), `template` and the
+// casts; not a variable's, a number or a bracket's.
+func (r *rewriter) maybeTemplate(i int) bool {
+	t := r.tok(i)
+	if t.kind != tIdent {
+		return false
+	}
+	switch p := r.text(i - 1); {
+	case p == "template":
+		return true
+	case p == "::" && r.tok(i-2).kind == tIdent && r.text(i-2) != "metal":
+		return true
+	}
+	return r.tmplNames[t.text] || shimTemplates()[t.text] || castWords[t.text]
+}
+
+var scalarTypes = map[string]bool{"bool": true, "char": true, "uchar": true, "short": true, "ushort": true, "int": true,
+	"uint": true, "long": true, "ulong": true, "half": true, "bfloat": true, "float": true}
+
+var castWords = map[string]bool{"static_cast": true, "reinterpret_cast": true, "const_cast": true,
+	"dynamic_cast": true, "template": true, "operator": true}
+
+// templateNames are the names that templates among toks declare: a class,
+// alias, variable or function after `template <...>` (`template <class T>
+// struct S`, `template <int N> using V = ...`, `template <class T> T f(`),
+// a template template parameter's, and a name `using std::` brings in.
+func templateNames(toks []token) map[string]bool {
+	names := map[string]bool{}
+	text := func(i int) string {
+		if i < 0 || i >= len(toks) {
+			return ""
+		}
+		return toks[i].text
+	}
+	skip := func(i int) int { // past the brackets opening at i
+		open := toks[i].text
+		close := map[string]string{"(": ")", "[": "]", "{": "}", "<": ">"}[open]
+		for d := 0; i < len(toks); i++ {
+			switch toks[i].text {
+			case open:
+				d++
+			case close:
+				if d--; d == 0 {
+					return i
+				}
+			case ";", "{", "}":
+				if open == "<" {
+					return i
+				}
+			}
+		}
+		return i
+	}
+	for i := 0; i < len(toks); i++ {
+		if text(i) == "using" && text(i+1) == "std" && text(i+2) == "::" && i+3 < len(toks) && toks[i+3].kind == tIdent {
+			names[text(i+3)] = true
+		}
+		// The shim declares families of function templates by macros
+		// named MSL_EMU_..., each naming the function first.
+		if strings.HasPrefix(text(i), "MSL_EMU_") && text(i+1) == "(" && i+2 < len(toks) && toks[i+2].kind == tIdent &&
+			!swizzleName(text(i+2)) && !scalarTypes[text(i+2)] {
+			names[text(i+2)] = true
+		}
+		if text(i) != "template" || text(i+1) != "<" {
+			continue
+		}
+		j := skip(i+1) + 1
+		last := ""
+	decl:
+		for ; j < len(toks); j++ {
+			t := toks[j]
+			switch {
+			case t.text == "template" && text(j+1) == "<":
+				j = skip(j + 1)
+			case t.text == "struct" || t.text == "class" || t.text == "union" || t.text == "using":
+				n := j + 1
+				for text(n) == "alignas" || text(n) == "__attribute__" || text(n) == "[" {
+					if text(n) != "[" {
+						n++
+					}
+					n = skip(n) + 1
+				}
+				if n < len(toks) && toks[n].kind == tIdent {
+					names[text(n)] = true
+				}
+				break decl
+			case t.text == "<" || t.text == "[":
+				j = skip(j)
+			case t.text == "(":
+				if last == "decltype" || last == "alignas" || last == "__attribute__" || last == "sizeof" {
+					j = skip(j)
+					continue
+				}
+				if last != "" && text(j-2) != "operator" {
+					names[last] = true
+				}
+				break decl
+			case t.text == "=" || t.text == ";" || t.text == "{":
+				if last != "" {
+					names[last] = true // a variable template
+				}
+				break decl
+			case t.kind == tIdent:
+				last = t.text
+			}
+		}
+	}
+	return names
+}
+
+var (
+	shimTmplOnce sync.Once
+	shimTmpl     map[string]bool
+)
+
+// shimTemplates are the names the shim (metal_stdlib) declares templates
+// of: MSL's library, in which a kernel's `<` after such a name opens
+// template arguments.
+func shimTemplates() map[string]bool {
+	shimTmplOnce.Do(func() {
+		src, _ := runtimeFS.ReadFile("runtime/metal_stdlib")
+		toks, err := lex(stripComments(string(src)))
+		if err != nil {
+			panic("msl-emu: the shim does not lex: " + err.Error())
+		}
+		shimTmpl = templateNames(toks)
+	})
+	return shimTmpl
+}
+
+// stripComments blanks the comments of C++ source (which lex, reading
+// preprocessed text, does not expect), keeping its lines.
+func stripComments(src string) string {
+	b := []byte(src)
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == '"' || b[i] == '\'':
+			q := b[i]
+			for i++; i < len(b) && b[i] != q && b[i] != '\n'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case b[i] == '/' && i+1 < len(b) && b[i+1] == '/':
+			for ; i < len(b) && b[i] != '\n'; i++ {
+				b[i] = ' '
+			}
+		case b[i] == '/' && i+1 < len(b) && b[i+1] == '*':
+			for ; i < len(b) && !(b[i] == '*' && i+1 < len(b) && b[i+1] == '/'); i++ {
+				if b[i] != '\n' {
+					b[i] = ' '
+				}
+			}
+			if i+1 < len(b) {
+				b[i], b[i+1] = ' ', ' '
+				i++
+			}
+		}
+	}
+	return string(b)
+}

@@ -69,6 +69,7 @@ typedef vec<float, 4> F4;
 template <typename T> struct S {
   float4 apply(T x) const { return float4(x); }
 };
+template <class T, int N> float4 h(bool4 m);
 void f(float4 a, int4 i) {
   float4 b = float4(a.xy, 1.0h, 2);
   float4 c(a.x, 1, 2, 3);
@@ -80,7 +81,7 @@ void f(float4 a, int4 i) {
   float s = sizeof(float4);
   metal::vec<bool, 2> m = vec<bool, 2>(true) || (vec<bool, 2>)i.xy;
   float4 sc = static_cast<float4>(i) + static_cast<float4&>(a) + static_cast<vec<float, 4>>(a < 0.0f);
-  float4 g = float4(a < b, a.xy == 0.0f && m, !(i > 0), i >> 1) + (float4)(i >= 2) + float4(as_type<float4>(i), f<int, 4>(a < b));
+  float4 g = float4(a < b, a.xy == 0.0f && m, !(i > 0), i >> 1) + (float4)(i >= 2) + float4(as_type<float4>(i), h<int, 4>(a < b));
 }
 `)
 	for _, want := range []string{
@@ -93,7 +94,7 @@ void f(float4 a, int4 i) {
 		"half h = ((half)0.5f)",
 		"float l = 0.1f + 1e-5f + 2.f + .5e3f + 0x1p-3f + 0x1F + 1.5f + 1 + 1e+2L;",
 		"sizeof(float4)",
-		"::metal::__emu::make<float4 >(::metal::__emu::cmp_value(a < b), ::metal::__emu::cmp_value(a.xy == 0.0f) && m, ::metal::__emu::cmp_value(!(::metal::__emu::cmp_value(i > 0))), i >> 1) + ::metal::__emu::vcast<float4 >() * (::metal::__emu::cmp_value(i >= 2)) + ::metal::__emu::make<float4 >(as_type<float4>(i), f<int, 4>(::metal::__emu::cmp_value(a < b)));",
+		"::metal::__emu::make<float4 >(::metal::__emu::cmp_value(a < b), ::metal::__emu::cmp_value(a.xy == 0.0f) && m, ::metal::__emu::cmp_value(!(::metal::__emu::cmp_value(i > 0))), i >> 1) + ::metal::__emu::vcast<float4 >() * (::metal::__emu::cmp_value(i >= 2)) + ::metal::__emu::make<float4 >(as_type<float4>(i), h<int, 4>(::metal::__emu::cmp_value(a < b)));",
 		"float4 sc = ::metal::__emu::make<float4 >(i) + static_cast<float4&>(a) + ::metal::__emu::make<vec<float, 4> >(::metal::__emu::cmp_value(a < 0.0f));",
 		"::metal::__emu::bvec<2> m = ::metal::__emu::make<::metal::__emu::bvec<2> >(true) || ::metal::__emu::vcast<::metal::__emu::bvec<2> >() * i.xy",
 	} {
@@ -261,8 +262,18 @@ func TestRewriteComparisons(t *testing.T) {
 		{"m = f((a < b), (c > d));", "m = f((" + cv + "a < b)), (" + cv + "c > d)));"},
 		{"m = vec<int, 4>(n);", "m = ::metal::__emu::make<vec<int, 4> >(n);"},
 		{"m = g(&a < &b);", "m = g(" + cv + "&a < &b));"},
+		// A '<' after a name no template has compares, as in C++, whatever
+		// follows the '>' that could close it.
+		{"m = f(a < b, c > (d));", "m = f(" + cv + "a < b), " + cv + "c > (d)));"},
+		{"m = f(a < b, c > -d);", "m = f(" + cv + "a < b), " + cv + "c > -d));"},
+		{"m = a < b, c > d;", "m = " + cv + "a < b), " + cv + "c > d);"},
+		{"m = f(a.x < b.x, c.x > (d.x));", "m = f(" + cv + "a.x < b.x), " + cv + "c.x > (d.x)));"},
+		{"m = f(g<int, 2>(n), k<int, 2>(-n));", "m = f(g<int, 2>(n), k<int, 2>(-n));"},
+		{"m = f(std::min<int>(n, 2), metal::as_type<int>(n) > (n));", "m = f(std::min<int>(n, 2), " + cv + "metal::as_type<int>(n) > (n)));"},
 	} {
-		out, _, _ := rewriteOK(t, "void f(int4 m, float4 a, float4 b, float4 c, float4 d, int n) {\n  "+c.stmt+"\n}\n")
+		out, _, _ := rewriteOK(t, "template <class T, int N> int g(int);\ntemplate <int A, int B> struct h { int n; };\n"+
+			"template <class T, int N> T k(T);\n"+
+			"void f(int4 m, float4 a, float4 b, float4 c, float4 d, int n) {\n  "+c.stmt+"\n}\n")
 		if !strings.Contains(out, c.want) {
 			t.Errorf("%s: output lacks %q:\n%s", c.stmt, c.want, out)
 		}
