@@ -916,6 +916,48 @@ kernel void param(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]
 	}
 }
 
+// A threadgroup array passed by its name decays to a threadgroup pointer,
+// as in Metal, from which a function template's `threadgroup T*`
+// parameter deduces T; the emulator's array is a class of its own, and
+// clang refused the call. Its size stays the array's.
+func TestThreadgroupArrayArguments(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = `#include <metal_stdlib>
+using namespace metal;
+template <class T> T first(threadgroup T* p, uint k) { return p[k]; }
+template <class T> T sum2(threadgroup T* p, threadgroup T* q) { return p[0] + q[1]; }
+float plain(threadgroup const float* p) { return p[2]; }
+template <class P> float any_ptr(P p) { return p[3]; }
+kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  threadgroup float buf[32];
+  threadgroup int ints[32];
+  buf[i] = x[i];
+  ints[i] = int(i);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const float n = float(sizeof(buf) / sizeof(buf[0]));
+  x[i] = first(buf, i) + sum2(buf, buf) + plain(buf) + any_ptr(buf) + float(first(ints, 1u)) + n;
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make([]float32, 32)
+	for k := range in {
+		in[k] = float32(10 * k)
+	}
+	b := f32Buf(t, dev, in)
+	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: b}); err != nil {
+		t.Fatal(err)
+	}
+	for k, got := range f32s(b) {
+		// buf[k] + (buf[0] + buf[1]) + buf[2] + buf[3] + ints[1] + 32
+		if want := float32(10*k) + 10 + 20 + 30 + 1 + 32; got != want {
+			t.Errorf("x[%d] = %v, want %v", k, got, want)
+		}
+	}
+}
+
 // A thread (local) array read or written past its end faulted, or read
 // another variable's memory, where a GPU gives an undefined value: the
 // dispatch fails naming the line, the index and the array's type, and an

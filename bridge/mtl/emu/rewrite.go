@@ -115,6 +115,7 @@ type rewriter struct {
 	kkeys     []string        // each body's kernel as its body names it (f, f<T, N>); "" if it cannot
 	knames    map[string]bool
 	tmplNames map[string]bool // the names the unit declares templates of (templateNames)
+	tgArrays  []tgArray       // the threadgroup arrays functions declare (tgArgs)
 	nTramp    int
 	nSite     int
 }
@@ -167,6 +168,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 	if r.err == nil {
 		r.cmpValues()
 		r.divOps()
+		r.tgArgs()
 	}
 	if r.err != nil {
 		return "", nil, nil, r.err
@@ -1824,6 +1826,9 @@ func (r *rewriter) tgDecl(i, k int) int {
 			dims += r.src[r.toks[j].pos:r.toks[m].end]
 			j = m + 1
 		}
+		if dims != "" {
+			r.tgArrays = append(r.tgArrays, tgArray{name.text, k})
+		}
 		site := fmt.Sprintf("__emu_tgs%d", r.nSite)
 		r.nSite++
 		fmt.Fprintf(&b, "static const ::metal::__emu::TGSite %s{%q}; auto &%s = ::metal::__emu::tg_var<%s%s>(&%s); ",
@@ -2893,3 +2898,70 @@ func stripComments(src string) string {
 	}
 	return string(b)
 }
+
+// tgArray is a threadgroup array a function declares: its name and the
+// token of its declaration.
+type tgArray struct {
+	name string
+	decl int
+}
+
+// tgArgs passes a threadgroup array that a call takes by its bare name
+// (`f(buf)`, `f(n, buf)`) as the threadgroup pointer it decays to in Metal
+// (metal_stdlib's to_ptr): the array is a class of the shim's, from which
+// a function template's `threadgroup T*` parameter (ptr<T, 3>) deduces no
+// T, and clang refused the call. A sizeof, alignof or decltype's operand
+// stays the array.
+func (r *rewriter) tgArgs() {
+	for _, a := range r.tgArrays {
+		end := len(r.toks)
+		for _, b := range r.bodies {
+			if b[0] < a.decl && a.decl < b[1] {
+				end = b[1]
+			}
+		}
+		for i := a.decl + 1; i < end; i++ {
+			if r.text(i) != a.name || r.tok(i).kind != tIdent {
+				continue
+			}
+			if p, n := r.text(i-1), r.text(i+1); p != "(" && p != "," || n != ")" && n != "," {
+				continue
+			}
+			open := i - 1
+			for depth := 0; open >= 0; open-- {
+				if t := r.text(open); t == ")" || t == "]" || t == "}" {
+					depth++
+				} else if t == "(" || t == "[" || t == "{" {
+					if depth == 0 {
+						break
+					}
+					depth--
+				}
+			}
+			callee := r.tok(open - 1)
+			if r.text(open) != "(" || callee.kind != tIdent && callee.text != ">" || notCallee[callee.text] {
+				continue
+			}
+			if callee.text == ">" { // a cast's operand stays: `reinterpret_cast<threadgroup half*>(buf)`
+				if m := r.matchBack(open - 1); m < 0 || castWords[r.text(m-1)] {
+					continue
+				}
+			}
+			t := r.toks[i]
+			overlap := false
+			for _, e := range r.edits {
+				if e.start < t.end && t.pos < e.end || e.start == e.end && t.pos < e.start && e.start < t.end {
+					overlap = true
+				}
+			}
+			if !overlap {
+				r.replace(i, i, "::metal::__emu::to_ptr("+a.name+")")
+			}
+		}
+	}
+}
+
+// notCallee are the words before a '(' that opens no call's arguments.
+var notCallee = map[string]bool{"sizeof": true, "alignof": true, "decltype": true, "alignas": true, "if": true,
+	"while": true, "for": true, "switch": true, "return": true, "static_assert": true, "__builtin_addressof": true,
+	"catch": true, "noexcept": true}
