@@ -958,6 +958,44 @@ kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]])
 	}
 }
 
+// A function template's `device const T*` or `const threadgroup T*`
+// parameter deduces T from a pointer to non-const data, as Metal's does
+// (the shim's checked pointer of T is one of const T too); the emulator
+// refused the call. Overloads on const and non-const pointers pick as
+// Metal's do.
+func TestConstPointerTemplates(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = `#include <metal_stdlib>
+using namespace metal;
+template <class T> T second(device const T* p) { return p[1]; }
+template <class T> T ends(const threadgroup T* p) { return p[0] + p[3]; }
+template <class T> int kind(device T* p) { return 100; }
+template <class T> int kind(device const T* p) { return 1000; }
+kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  threadgroup float buf[4];
+  buf[i] = x[i];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  device const float* y = x;
+  const float v = second(x) + second(y) + ends(buf) + ends((threadgroup float*)buf) + float(kind(x) + kind(y));
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  x[i] = v;
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f32Buf(t, dev, []float32{1, 2, 3, 4})
+	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{4, 1, 1}, arg{buf: b}); err != nil {
+		t.Fatal(err)
+	}
+	for k, got := range f32s(b) {
+		if want := float32(2 + 2 + 5 + 5 + 1100); got != want {
+			t.Errorf("x[%d] = %v, want %v", k, got, want)
+		}
+	}
+}
+
 // A thread (local) array read or written past its end faulted, or read
 // another variable's memory, where a GPU gives an undefined value: the
 // dispatch fails naming the line, the index and the array's type, and an
