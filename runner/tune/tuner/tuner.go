@@ -825,7 +825,11 @@ func (t *bucketRun) rounds(ctx context.Context, cs []*Candidate, n int, phase st
 
 // plan fits the first rounds to the budget: it returns how many
 // candidates of n to time and in how many rounds.
-func (t *bucketRun) plan(n int) (cands, rounds int) {
+func (t *bucketRun) plan(n int) (cands, rounds int) { return t.planIn(n, t.left()) }
+
+// planIn is plan with left of the budget remaining: the clock read once,
+// by plan, so the same time left gives the same plan.
+func (t *bucketRun) planIn(n int, left time.Duration) (cands, rounds int) {
 	rounds = t.o.Rounds
 	if t.budget == 0 {
 		return n, rounds
@@ -834,7 +838,7 @@ func (t *bucketRun) plan(n int) (cands, rounds int) {
 	// 1e11) would overflow a Duration's product and keep every round.
 	st := float64(t.o.SampleTime)
 	confirm := float64(t.o.Confirm) * float64(t.o.Top+1) * st
-	avail := float64(t.left()) - confirm
+	avail := float64(left) - confirm
 	// rounds, then the check and calibration: at least three samples' worth
 	base := max(float64(t.setup), 3*st)
 	per := func(r int) float64 { return float64(r)*st + base }
