@@ -168,7 +168,6 @@ func TestRecorderKeepsWhatALockedStoreRefused(t *testing.T) {
 		t.Errorf("StoreError: %q (waited %v)", msg, u.Waited)
 	}
 	// The store is not waited on again: the rest goes to the file.
-	start = time.Now()
 	if err := add(cases[1], 0, 7); !errors.As(err, &u) || u.File != want {
 		t.Errorf("a write after the refusal: %v", err)
 	}
@@ -178,8 +177,11 @@ func TestRecorderKeepsWhatALockedStoreRefused(t *testing.T) {
 	if err := k.FinishRun(RunFailed); err == nil {
 		t.Error("FinishRun after the refusal: no error")
 	}
-	if d := time.Since(start); d > 200*time.Millisecond {
-		t.Errorf("writes after the refusal took %v: they waited on the store", d)
+	// A write that waited on the store would have said so (each wait's
+	// first busy answer is noted): a count, where a bound on their time
+	// measured the machine's load.
+	if len(notes) != 1 {
+		t.Errorf("writes after the refusal waited on the store: notes %q", notes)
 	}
 	release()
 
