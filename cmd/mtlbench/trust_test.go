@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -495,17 +494,20 @@ func TestClosedTerminalStopsARun(t *testing.T) {
 		dir := t.TempDir()
 		path, steps := filepath.Join(dir, "r.db"), filepath.Join(dir, "steps.jsonl")
 		child := exec.Command(os.Args[0], "-test.run=^TestClosedTerminalStopsARun$")
+		if nohup {
+			// SIGHUP ignored by a shell that then runs the child, as nohup
+			// does: ignored in this process, it stayed ignored past
+			// signal.Reset, which does not undo signal.Ignore, and a second
+			// run of the test (-count 2) started its nohup false child
+			// with SIGHUP ignored too.
+			child = exec.Command("/bin/sh", "-c", `trap "" HUP; exec "$0" "$@"`, os.Args[0], "-test.run=^TestClosedTerminalStopsARun$")
+		}
 		child.Env = append(os.Environ(), "MTLB_TEST_CHILD_ARGS=bench -m qwen3-moe-mini --layers 1 -p 4 -n 2 -r 10000 --warmup 0 --backend cpu --threads 1 --db "+path+" --steps "+steps)
 		stderr, err := child.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if nohup {
-			signal.Ignore(syscall.SIGHUP) // inherited by the child, as nohup does
-		}
-		err = child.Start()
-		signal.Reset(syscall.SIGHUP)
-		if err != nil {
+		if err := child.Start(); err != nil {
 			t.Fatal(err)
 		}
 		var out strings.Builder
