@@ -37,7 +37,9 @@ type Options struct {
 	// minutes, and an interrupted run need not wait it out.
 	Stop <-chan struct{}
 	// DispatchTimeout fails a dispatch whose threadgroups make no progress
-	// for this long (no threadgroup of it started), as a GPU's watchdog
+	// for this long (no threadgroup of it started), of wall time and of
+	// the process's CPU time alike (a stalled process is not a stuck
+	// kernel; docs/msl-subset.md, "The time limit"), as a GPU's watchdog
 	// fails a command buffer that runs too long: a kernel stuck in an
 	// endless loop (or recursion) then fails with an ExecutionError naming
 	// the loop (or function), instead of hanging its command buffer. 0 means

@@ -149,7 +149,7 @@ func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}, limit time.Durat
 				defer t.Stop()
 				tick = t.C
 			}
-			last, since := atomic.LoadInt64(&d.next), time.Now()
+			last, since, sinceCPU := atomic.LoadInt64(&d.next), time.Now(), processCPU()
 			for {
 				select {
 				case <-stop:
@@ -162,9 +162,14 @@ func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}, limit time.Durat
 					// Until a worker takes the first threadgroup the
 					// limit does not run: a loaded machine may not have
 					// scheduled one yet, which is no fault of the kernel.
+					// Nor does it run while the process gets no CPU: a
+					// loaded machine that stalls a worker mid-group is not
+					// taken for a stuck kernel, which spins and so burns
+					// CPU time as well as wall time.
+					cpu := processCPU()
 					if n := atomic.LoadInt64(&d.next); n != last || n == 0 {
-						last, since = n, now
-					} else if now.Sub(since) >= limit {
+						last, since, sinceCPU = n, now, cpu
+					} else if now.Sub(since) >= limit && cpu-sinceCPU >= limit {
 						timedOut.Store(atomic.CompareAndSwapInt64(&d.errflag, 0, 2))
 						return
 					}
@@ -203,6 +208,12 @@ func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}, limit time.Durat
 	}
 	return nil
 }
+
+// wallClock is wall time since the package started, processCPU where no
+// CPU clock can be read.
+func wallClock() time.Duration { return time.Since(started) }
+
+var started = time.Now()
 
 // ExecutionError is a kernel fault the emulator caught: an out-of-bounds
 // access, a divergent barrier, a threadgroup memory race. Metal would

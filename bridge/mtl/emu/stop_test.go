@@ -1,6 +1,7 @@
 package emu_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"runtime"
 	"strings"
@@ -160,5 +161,60 @@ kernel void spin_range(device uint* out [[buffer(0)]], uint i [[thread_position_
 	}
 	if err := run(t, dev, pipe(t, lib, "spin_for", nil), [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: out}); err == nil {
 		t.Error("spin_for with a 1ns limit: no error")
+	}
+}
+
+// The time limit counts only time the process ran: a group that runs past
+// it fails its dispatch, but one the machine stalls for as long (a loaded
+// machine, the process given no CPU) is no stuck kernel and runs to its
+// end. A stalled process is a CPU clock that stands still.
+func TestDispatchTimeLimitCountsTimeRun(t *testing.T) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void long_loop(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  uint s = 0;
+  for (uint k = 0; k < out[0]; k++)
+    s += k;
+  out[1] = s;
+}
+`
+	dev := newDevice(t, emu.Options{DispatchTimeout: 10 * time.Millisecond, Workers: 1})
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{LanguageVersion: "3.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pipe(t, lib, "long_loop", nil)
+	// Rounds enough for far more than the limit's 10 ms, of CPU and wall time.
+	const rounds = 100_000_000
+	for _, tc := range []struct {
+		name    string
+		stalled bool
+	}{
+		{"running", false},
+		{"stalled", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.stalled {
+				defer emu.SetProcessCPU(func() time.Duration { return 0 })()
+			}
+			out := newBuf(t, dev, 8)
+			binary.LittleEndian.PutUint32(out.Contents(), rounds)
+			start := time.Now()
+			err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: out})
+			took := time.Since(start)
+			if !tc.stalled {
+				wantExecError(t, err, "kernel long_loop: no progress within the dispatch time limit of 10ms", "stopped in the loop at k.metal:5")
+				return
+			}
+			if err != nil {
+				t.Fatalf("after %v: %v", took, err)
+			}
+			if took < 10*time.Millisecond {
+				t.Fatalf("the dispatch took %v, within the limit: the case tests nothing", took)
+			}
+			if got, want := u32s(out)[1], uint32(uint64(rounds)*(rounds-1)/2%(1<<32)); got != want {
+				t.Errorf("out[1] = %d, want %d", got, want)
+			}
+		})
 	}
 }
