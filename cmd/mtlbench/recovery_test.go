@@ -175,8 +175,42 @@ func TestInterruptWhileStoreLocked(t *testing.T) {
 		}
 		os.Exit(0)
 	}
+	// The child's next repetition must be waiting on the lock when the
+	// signal comes. One still being measured then (a repetition takes
+	// milliseconds, but a loaded machine may not have run the child that
+	// far) is dropped, and with nothing measured left unstored no file is
+	// kept: the case is run again with a longer wait.
+	waits := []time.Duration{time.Second, 5 * time.Second, 20 * time.Second}
+	for i, wait := range waits {
+		path, file, out := interruptWhileLocked(t, wait)
+		if file == "" {
+			if i == len(waits)-1 {
+				t.Fatalf("no recovery file named once stopped:\n%s", out)
+			}
+			t.Logf("no recovery file named once stopped %v after the lock; again with a longer wait:\n%s", wait, out)
+			continue
+		}
+		fresh := filepath.Join(t.TempDir(), "fresh.db")
+		if _, _, err := mtl(t, "import", "--db", fresh, file); err != nil {
+			t.Fatalf("import %s: %v", file, err)
+		}
+		stored, _ := storedReps(t, path, 1)
+		if got, _ := storedReps(t, fresh, 1); got != stored+1 {
+			t.Errorf("the recovery file holds %d repetitions, want the %d stored and the one refused", got, stored)
+		}
+		return
+	}
+}
+
+// interruptWhileLocked runs TestInterruptWhileStoreLocked's child on a
+// store of its own, which is locked once a repetition is stored, sends the
+// child Ctrl-C wait later, and a second one once it names its recovery
+// file. It returns the store, the file ("" if none was named) and the
+// child's stderr.
+func interruptWhileLocked(t *testing.T, wait time.Duration) (path, file, stderrText string) {
+	t.Helper()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "r.db")
+	path = filepath.Join(dir, "r.db")
 	locked, _ := lockAfterFirstRep(t, path)
 	child := exec.Command(os.Args[0], "-test.run=^TestInterruptWhileStoreLocked$")
 	child.Env = append(os.Environ(), "MTLBENCH_DB_WAIT=1h",
@@ -194,12 +228,11 @@ func TestInterruptWhileStoreLocked(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the run stored no repetition")
 	}
-	// The child's next repetition is now waiting on the lock.
-	time.Sleep(time.Second)
+	// The child's next repetition is now measured, then waits on the lock.
+	time.Sleep(wait)
 	child.Process.Signal(os.Interrupt)
 	var out strings.Builder
 	sc := bufio.NewScanner(stderr)
-	file := ""
 	for sc.Scan() {
 		out.WriteString(sc.Text() + "\n")
 		if _, after, ok := strings.Cut(sc.Text(), "is kept in "); ok {
@@ -213,17 +246,7 @@ func TestInterruptWhileStoreLocked(t *testing.T) {
 		}
 	}()
 	child.Wait()
-	if file == "" {
-		t.Fatalf("no recovery file named once stopped:\n%s", out.String())
-	}
-	fresh := filepath.Join(t.TempDir(), "fresh.db")
-	if _, _, err := mtl(t, "import", "--db", fresh, file); err != nil {
-		t.Fatalf("import %s: %v", file, err)
-	}
-	stored, _ := storedReps(t, path, 1)
-	if got, _ := storedReps(t, fresh, 1); got != stored+1 {
-		t.Errorf("the recovery file holds %d repetitions, want the %d stored and the one refused", got, stored)
-	}
+	return path, file, out.String()
 }
 
 // run and bench offer --resume by one rule: a run stopped, or one whose
