@@ -256,21 +256,35 @@ func notTheStore(store, what, path string) error {
 // the step in hand ends, keeping what it measured and saying how to
 // resume; a second signal kills at once. SIGHUP is left alone where it is
 // ignored (nohup). The first signal is answered on w at once: a step can
-// take minutes (a large model on metal-emu).
+// take minutes (a large model on metal-emu). The answer is written before
+// the context ends, so a command that stops at once still says it: written
+// once the context had ended, it could come after the command's last line,
+// or never, the process having exited first.
 func stopOnSignals(parent context.Context, w io.Writer) (context.Context, context.CancelFunc) {
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	if !signal.Ignored(syscall.SIGHUP) {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
-	ctx, stop := signal.NotifyContext(parent, sigs...)
-	context.AfterFunc(ctx, func() {
-		stop()
-		// A signal's cause wraps context.Canceled; stop's is that error itself.
-		if cause := context.Cause(ctx); parent.Err() == nil && cause != context.Canceled {
-			fmt.Fprintf(w, "mtlbench: %v: stopping once the step in hand ends, keeping what was measured (a second signal stops at once)\n", cause)
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		select {
+		case sig := <-ch:
+			signal.Stop(ch) // the next signal kills
+			cause := errors.New(sig.String() + " signal received")
+			if parent.Err() == nil {
+				fmt.Fprintf(w, "mtlbench: %v: stopping once the step in hand ends, keeping what was measured (a second signal stops at once)\n", cause)
+			}
+			cancel(cause)
+		case <-ctx.Done():
+			signal.Stop(ch)
 		}
-	})
-	return ctx, stop
+	}()
+	return ctx, func() {
+		signal.Stop(ch) // at once: a signal after the command is not caught
+		cancel(context.Canceled)
+	}
 }
 
 // backendOptions are the backends' options from the environment, with the
