@@ -121,12 +121,17 @@ func TestABEndToEnd(t *testing.T) {
 		t.Fatalf("4x slower candidate: exit %d (%v), want 1 on pairs of runs\n%s\n%s", exitCode(err), err, stderr, out)
 	}
 	// --db records both sides' runs in the store, where gate finds them by
-	// their tags (unpaired there: the pairs are ab's).
+	// their tags (unpaired there: the pairs are ab's). Unpaired, gate
+	// judges run medians measured minutes apart, which a machine's load
+	// can reorder (a baseline run slowed more than 4x beside a quiet
+	// candidate's): it then cannot tell (exit 3) where it would find the
+	// regression (exit 1), and it never passes it.
 	if !strings.Contains(stderr, "ab: recorded in "+store+": baseline runs 1, 2, 3, 4, 5 (tag pr42-baseline), candidate runs 6, 7, 8, 9, 10 (tag pr42-candidate)") {
 		t.Errorf("--db: no record of the runs stored in\n%s", stderr)
 	}
-	if _, gs, err := mtl(t, "gate", "--baseline", "pr42-baseline", "--candidate", "pr42-candidate", "--db", store); exitCode(err) != 1 {
-		t.Errorf("gate on ab's recorded runs: exit %d (%v), want 1\n%s", exitCode(err), err, gs)
+	gout, gs, err := mtl(t, "gate", "--baseline", "pr42-baseline", "--candidate", "pr42-candidate", "--db", store)
+	if code := exitCode(err); code != 1 && code != 3 || !strings.Contains(gs, "pr42-baseline (runs 5,4,3,2,1, cpu") || !strings.Contains(gs, "pr42-candidate (runs 10,9,8,7,6, cpu") {
+		t.Errorf("gate on ab's recorded runs: exit %d (%v), want 1 (or 3) on both sides' five runs\n%s\n%s", code, err, gout, gs)
 	}
 	for _, f := range []string{"baseline.db", "candidate.db", "round05-candidate.log"} {
 		if _, err := os.Stat(filepath.Join(keep, f)); err != nil {
