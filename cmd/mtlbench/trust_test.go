@@ -229,10 +229,13 @@ func TestABCaseFailed(t *testing.T) {
 	}
 
 	stderr, code = ab(failing, ok, filepath.Join(dir, "base.md"))
-	if code != 0 && code != 3 || strings.Contains(stderr, "CASE FAILED") ||
+	// Case a is again the A/A, which a loaded machine may make a (false)
+	// regression at the gate's alpha: exit 1 then, for case a alone.
+	falseAlarm := code == 1 && strings.Contains(stderr, "REGRESSION        a us_per_call") && !strings.Contains(stderr, "REGRESSION        b ")
+	if code != 0 && code != 3 && !falseAlarm || strings.Contains(stderr, "CASE FAILED") ||
 		!strings.Contains(stderr, "ab: round 2: the baseline's run failed 1 case (b: kernel: launch failed): the gate judges it\n") ||
 		!strings.Contains(stderr, "INSUFFICIENT DATA b us_per_call: baseline has 0 samples and candidate 15") {
-		t.Errorf("a case the baseline failed: exit %d, want 0 or 3 with b insufficient data\n%s", code, stderr)
+		t.Errorf("a case the baseline failed: exit %d, want 0 or 3 (or 1 for case a) with b insufficient data\n%s", code, stderr)
 	}
 }
 
