@@ -241,12 +241,18 @@ func checkKVBlocks(s *suites.Suite, c suites.Case) error {
 	if kb <= 0 || bs <= 0 {
 		return nil
 	}
-	pl, gl := mp.MaxLens()
+	// The longest request the run draws, not the longest its range_ratio
+	// allows, which none may reach (docs/suites.md, range_ratio).
+	i, pl, gl := caseWorkload(s, mp).longest()
 	// Named as the position checks name theirs: a matrix's line, or a
 	// --set that replaced it, holds many cases.
 	if need := (mp.Depth + pl + gl + bs - 1) / bs; need > kb {
-		return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d hold %d tokens, but one request of %d+%d tokens needs %d blocks of %d (hint: raise kv_blocks)",
-			c.Name, kb, kb*bs, mp.Depth+pl, gl, need, bs)
+		which := "one request"
+		if mp.RangeRatio > 0 {
+			which = fmt.Sprintf("its longest request (request %d at range_ratio %g)", i, mp.RangeRatio)
+		}
+		return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d hold %d tokens, but %s of %d+%d tokens needs %d blocks of %d (hint: raise kv_blocks to %d or more)",
+			c.Name, kb, kb*bs, which, mp.Depth+pl, gl, need, bs, need)
 	}
 	if mp.Stagger > 0 || mp.Rate > 0 {
 		return nil // when requests arrive, and so who is seated, is the run's

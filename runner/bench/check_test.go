@@ -107,6 +107,59 @@ cases:
 	}
 }
 
+// With a range_ratio, kv_blocks must hold the longest request the run
+// draws (seeded: every run draws the same), not the longest the range
+// allows, which none may reach. Seed 1 draws prompts of 13, 17 and 14
+// tokens and outputs of 6, 5 and 8: the longest request is 22 tokens, 3
+// blocks of 8, where the range reaches 24+12 tokens, 5 blocks.
+func TestCheckKVBlocksDrawnLengths(t *testing.T) {
+	for _, c := range []struct {
+		name, blocks, want string
+	}{
+		{"every drawn request fits", "3", ""},
+		{"a drawn request does not fit", "2",
+			":8:110: case c: kv_blocks=2 hold 16 tokens, but its longest request (request 1 at range_ratio 0.5) of 17+5 tokens needs 3 blocks of 8 (hint: raise kv_blocks to 3 or more)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := loadSuite(t, `name: kv
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { batch: 1, requests: 3, prompt_len: 16, gen_len: 8, range_ratio: 0.5, block_size: 8, kv_blocks: `+c.blocks+` }
+`)
+			if w := caseWorkload(s, s.Cases[0].Model); w.KVTokens(8, 1) != 5*8 {
+				t.Fatalf("the range's longest request takes %d tokens' blocks, want 5 blocks of 8", w.KVTokens(8, 1))
+			}
+			err := Check(s, nil)
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("%v, want it to say %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := openDB(t)
+			sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			samples, _ := db.Samples(sum.Cases[0].ID)
+			got := map[string]float64{}
+			for _, sm := range samples {
+				got[sm.Metric] = sm.Value
+			}
+			if got["decode_tok_s"] <= 0 {
+				t.Errorf("3 blocks for the longest drawn request: %v", got)
+			}
+		})
+	}
+}
+
 // A kv_blocks too few for the batch's prompts side by side, each
 // prefilled whole as they all arrive at once, is refused: the scheduler
 // seats a request only where its prompt fits, so the batch would run a

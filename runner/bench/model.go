@@ -69,6 +69,20 @@ func (w Workload) Lengths() (prompt, gen []int) {
 	return prompt, gen
 }
 
+// longest is the request of the most tokens Lengths draws (the first of
+// them): its prompt (after the depth) and output lengths. A range's largest
+// lengths may be drawn by no request, so what must hold every request the
+// run makes (a cache, the model's positions) is checked against this one.
+func (w Workload) longest() (i, prompt, gen int) {
+	prompts, gens := w.Lengths()
+	for j := range prompts {
+		if prompts[j]+gens[j] > prompt+gen {
+			i, prompt, gen = j, prompts[j], gens[j]
+		}
+	}
+	return i, prompt, gen
+}
+
 // maxLens are the longest prompt and output Lengths may draw.
 func (w Workload) maxLens() (prompt, gen int) {
 	_, prompt = suites.LenBounds(w.PromptLen, w.RangeRatio, 1)
