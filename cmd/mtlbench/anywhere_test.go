@@ -195,7 +195,8 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--range-ratio", "1", "--db", db}, "--range-ratio: bad range_ratio: 1 is outside [0, 1)"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--range-ratio", "NaN", "--db", db}, "--range-ratio NaN: want a fraction from 0 to below 1"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--range-ratio", "-Inf", "--db", db}, "--range-ratio -Inf: want a fraction from 0 to below 1"},
-		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "3000", "-n", "900", "--range-ratio", "0.1", "--db", db}, "prompt_len 3000 and gen_len 900 at range_ratio 0.1 reach 3300 + 990 = 4290 tokens, more than the 4096 positions"},
+		// The request the run draws, past the positions at any draw of the range.
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4000", "-n", "200", "--range-ratio", "0.01", "--db", db}, "prompt_len 4000 and gen_len 200 at range_ratio 0.01 draw request 0 of 3985 + 199 = 4184 tokens, more than the 4096 positions"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--slo", "ttft:-5", "--db", db}, `--slo: bad slo "ttft:-5": ttft bound "-5" must be a number of milliseconds > 0`},
 	} {
 		_, _, err := mtl(t, c.args...)

@@ -209,14 +209,15 @@ func dedupe(errs suites.ErrorList) suites.ErrorList {
 func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 	mp := c.Model
 	n, what := cfg.Context()
-	// A range ratio's longest request must fit as well as the nominal one.
-	prompt, gen := mp.MaxLens()
+	// With a range ratio, the longest request the run draws must fit, not
+	// the longest the range allows, which none may reach.
+	i, prompt, gen := caseWorkload(s, mp).longest()
 	if n <= 0 || mp.Depth+prompt+gen <= n {
 		return nil
 	}
 	lens := fmt.Sprintf("prompt_len %d + gen_len %d", prompt, gen)
 	if mp.RangeRatio > 0 {
-		lens = fmt.Sprintf("prompt_len %d and gen_len %d at range_ratio %g reach %d + %d", mp.PromptLen, mp.GenLen, mp.RangeRatio, prompt, gen)
+		lens = fmt.Sprintf("prompt_len %d and gen_len %d at range_ratio %g draw request %d of %d + %d", mp.PromptLen, mp.GenLen, mp.RangeRatio, i, prompt, gen)
 	}
 	if mp.Depth > 0 {
 		return s.ErrorAt(c.PosOf(suites.ParamDepth), "case %s: depth %d + %s = %d tokens, more than the %s of %s (hint: lower depth)",

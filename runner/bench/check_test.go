@@ -160,6 +160,56 @@ cases:
 	}
 }
 
+// With a range_ratio, the model's positions must hold the longest request
+// the run draws, not the longest the range allows, which none may reach:
+// the test model has 256 positions, and prompt_len 200 and gen_len 40 at
+// range_ratio 0.1 reach 220 + 44 tokens, where seed 1's three requests are
+// 238 tokens at most.
+func TestCheckPositionsDrawnLengths(t *testing.T) {
+	for _, c := range []struct {
+		name, params, want string
+	}{
+		{"every drawn request fits", "prompt_len: 200, gen_len: 40", ""},
+		{"a drawn request does not fit", "prompt_len: 240, gen_len: 20",
+			":8:27: case c: prompt_len 240 and gen_len 20 at range_ratio 0.1 draw request 1 of 242 + 18 = 260 tokens, more than the 256 positions of llama (hint: lower prompt_len or gen_len)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := loadSuite(t, `name: pos
+model: { path: ../testdata/hf/llama }
+backend: cpu
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { `+c.params+`, batch: 1, requests: 3, range_ratio: 0.1 }
+`)
+			err := Check(s, nil)
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("%v, want it to say %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := openDB(t)
+			sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			samples, _ := db.Samples(sum.Cases[0].ID)
+			got := map[string]float64{}
+			for _, sm := range samples {
+				got[sm.Metric] = sm.Value
+			}
+			if got["decode_tok_s"] <= 0 {
+				t.Errorf("every drawn request within the positions: %v", got)
+			}
+		})
+	}
+}
+
 // A kv_blocks too few for the batch's prompts side by side, each
 // prefilled whole as they all arrive at once, is refused: the scheduler
 // seats a request only where its prompt fits, so the batch would run a

@@ -74,6 +74,9 @@ func (w Workload) Lengths() (prompt, gen []int) {
 // lengths may be drawn by no request, so what must hold every request the
 // run makes (a cache, the model's positions) is checked against this one.
 func (w Workload) longest() (i, prompt, gen int) {
+	if w.RangeRatio <= 0 {
+		return 0, w.PromptLen, w.GenLen // every request's, with nothing drawn
+	}
 	prompts, gens := w.Lengths()
 	for j := range prompts {
 		if prompts[j]+gens[j] > prompt+gen {
