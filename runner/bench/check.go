@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
@@ -233,7 +234,8 @@ func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 // the batch needs side by side is what kv_blocks is for: the scheduler
 // preempts, and the case records how often (`preemptions`). But fewer than
 // the batch's prompts take, where each is prefilled whole (no
-// prefill_budget, no depth) and all arrive at once, preempt nothing: the
+// prefill_budget, no depth), all of one length (no range_ratio) and all
+// arrive at once, preempt nothing: the
 // scheduler seats a request only where its prompt fits, so the batch would
 // run a part at a time under its label, as a max_seqs below it would.
 func checkKVBlocks(s *suites.Suite, c suites.Case) error {
@@ -258,20 +260,21 @@ func checkKVBlocks(s *suites.Suite, c suites.Case) error {
 	if mp.Stagger > 0 || mp.Rate > 0 {
 		return nil // when requests arrive, and so who is seated, is the run's
 	}
-	if mp.PrefillBudget > 0 || mp.Depth > 0 {
+	// Prompts of many lengths (a range_ratio's) seat as the scheduler
+	// seats the ones the run draws: no one length stands for them all.
+	if mp.PrefillBudget > 0 || mp.Depth > 0 || mp.RangeRatio > 0 {
 		return seatsChunked(s, c)
 	}
-	// The shortest prompts a range draws: longer ones only take more.
-	shortest, _ := suites.LenBounds(mp.PromptLen, mp.RangeRatio, 1)
-	if per := (shortest + bs - 1) / bs; mp.Batch*per > kb {
+	if per := (mp.PromptLen + bs - 1) / bs; mp.Batch*per > kb {
 		return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d seat %d of the batch's %d prompts of %d tokens (%d blocks of %d each), so the batch would run a part at a time under its label and nothing is preempted (hint: raise kv_blocks to %d or more, or lower batch to %d)",
-			c.Name, kb, kb/per, mp.Batch, shortest, per, bs, mp.Batch*per, max(kb/per, 1))
+			c.Name, kb, kb/per, mp.Batch, mp.PromptLen, per, bs, mp.Batch*per, max(kb/per, 1))
 	}
 	return nil
 }
 
 // seatsChunked refuses a case whose kv_blocks, where prompts are prefilled
-// a chunk at a time (prefill_budget, or a depth), never let the scheduler
+// a chunk at a time (prefill_budget, or a depth) or are of the lengths a
+// range_ratio draws, never let the scheduler
 // run as many of its requests side by side as a cache of the workload's
 // size does: the scheduler's own run over the requests, all arriving at
 // once, decides it (mostSideBySide), so a pool that seats them, preempting
@@ -308,8 +311,12 @@ func seatsChunked(s *suites.Suite, c suites.Case) error {
 			lo = mid
 		}
 	}
-	return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d run at most %d of the batch's %d requests side by side as their prompts are prefilled %d tokens a step, where a cache of their size runs %d, so the batch would run a part at a time under its label (hint: raise kv_blocks to %d or more)",
-		c.Name, kb, got, seats, budget, want, hi)
+	how := fmt.Sprintf("prefilled %d tokens a step", budget)
+	if budget == 0 {
+		how = "drawn at range_ratio " + strconv.FormatFloat(mp.RangeRatio, 'g', -1, 64) + ", each prefilled whole"
+	}
+	return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d run at most %d of the batch's %d requests side by side as their prompts are %s, where a cache of their size runs %d, so the batch would run a part at a time under its label (hint: raise kv_blocks to %d or more)",
+		c.Name, kb, got, seats, how, want, hi)
 }
 
 // checkKernels plans each kernel case as run prepares it (kbench.Need) on

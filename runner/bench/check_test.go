@@ -226,8 +226,13 @@ func TestCheckKVBlocksSeatTheBatch(t *testing.T) {
 			":7:64: case c: kv_blocks=3 seat 1 of the batch's 4 prompts of 17 tokens (3 blocks of 8 each), so the batch would run a part at a time under its label and nothing is preempted (hint: raise kv_blocks to 12 or more, or lower batch to 1)"},
 		{"a block short", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 11",
 			"kv_blocks=11 seat 3 of the batch's 4 prompts"},
-		{"the shortest prompts a range draws", "batch: 3, prompt_len: 20, gen_len: 4, range_ratio: 0.5, kv_blocks: 5",
-			"kv_blocks=5 seat 2 of the batch's 3 prompts of 10 tokens"},
+		// A range's prompts seat as the scheduler seats those the run
+		// draws: seed 1's 13, 17 and 14 tokens take 2, 3 and 2 blocks, so
+		// 6 never seat the three side by side, though 3 prompts of the
+		// range's shortest, 8 tokens, take 3.
+		{"the prompts a range draws", "batch: 3, prompt_len: 16, gen_len: 8, range_ratio: 0.5, kv_blocks: 6",
+			":7:82: case c: kv_blocks=6 run at most 2 of the batch's 3 requests side by side as their prompts are drawn at range_ratio 0.5, each prefilled whole, where a cache of their size runs 3, so the batch would run a part at a time under its label (hint: raise kv_blocks to 7 or more)"},
+		{"the prompts a range draws, the least pool", "batch: 3, prompt_len: 16, gen_len: 8, range_ratio: 0.5, kv_blocks: 7", ""},
 		{"the prompts side by side", "batch: 4, prompt_len: 17, gen_len: 5, kv_blocks: 12", ""},
 		// 8 tokens a step: the first request holds 3 blocks for its 17
 		// before the next can start, and a cache of 12 runs 3 at once, the
