@@ -1233,9 +1233,10 @@ func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedMode
 	run := engine.RunConfig(be, cfg)
 	// A sequence brings at most its whole length to one step (a preempted
 	// one computes its tokens again), less than the cache's whole blocks
-	// where its requests are short.
+	// where its requests are short: the longest request the run draws, not
+	// the longest a range_ratio allows, which none may reach.
 	mp := c.Model
-	prompt, gen := mp.MaxLens()
+	_, prompt, gen := caseWorkload(s, mp).longest()
 	seqs := mp.Requests
 	if mp.MaxSeqs > 0 {
 		seqs = min(seqs, mp.MaxSeqs)

@@ -19,6 +19,7 @@ import (
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/suites"
@@ -318,6 +319,54 @@ cases:
 `)
 	if _, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1, MemoryLimit: limit}); err != nil {
 		t.Fatalf("with a prefill budget: %v", err)
+	}
+}
+
+// The memory check bounds a step's activations by the longest request the
+// run draws, not the longest its range_ratio allows, which none may reach:
+// a limit that holds the weights, the cache (sized for the range's longest)
+// and a step of the drawn requests runs, though it is short of a step of
+// the range's longest.
+func TestFitCountsDrawnLengths(t *testing.T) {
+	s := loadSuite(t, `name: x
+model: { preset: qwen3-moe-mini, layers: 1 }
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { batch: 2, prompt_len: 1000, gen_len: 1, range_ratio: 0.9 }
+`)
+	mp := s.Cases[0].Model
+	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Layers: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	be := cpu.New(cpu.Options{})
+	run := engine.RunConfig(be, cfg)
+	kvdt, err := engine.KVDType(be, src.DType(), mp.KVDType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := caseWorkload(s, mp)
+	kv := w.KVTokens(mp.BlockSize, mp.MaxSeqs)
+	need := func(perSeq int) int64 {
+		tokens, rows := engine.LargestStep(min(kv, 2*perSeq), 0, 2, 2)
+		return run.WeightBytes(src.DType()) + run.KVBytesPerToken(kvdt)*int64(kv) + engine.StepBytes(run, be.ActDType(), tokens, rows)
+	}
+	_, p, g := w.longest()
+	pmax, gmax := mp.MaxLens()
+	limit := need(p + g)
+	if need(pmax+gmax) <= limit {
+		t.Fatalf("drawn %d+%d tokens, the range's %d+%d: the same step", p, g, pmax, gmax)
+	}
+	db := openDB(t)
+	if _, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, MemoryLimit: limit}); err != nil {
+		t.Fatalf("limit %d for requests of at most %d+%d tokens: %v", limit, p, g, err)
+	}
+	// A byte less is short of what the drawn requests take.
+	if _, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1, MemoryLimit: limit - 1}); err == nil || !strings.Contains(err.Error(), "a step's activations") {
+		t.Fatalf("limit %d: %v, want the step's activations counted against it", limit-1, err)
 	}
 }
 
