@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -214,6 +215,50 @@ kernel void long_loop(device uint* out [[buffer(0)]], uint i [[thread_position_i
 			}
 			if got, want := u32s(out)[1], uint32(uint64(rounds)*(rounds-1)/2%(1<<32)); got != want {
 				t.Errorf("out[1] = %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+// A dispatch whose threadgroups all finished is not failed by a time limit
+// that fires after the last group's last progress and before the dispatch's
+// end is seen: the limit fires here once the workers have returned.
+func TestFinishedDispatchIsNotTimedOut(t *testing.T) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void twice(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  out[i] = 2 * i;
+}
+`
+	for _, workers := range []int{1, 2} {
+		t.Run(strconv.Itoa(workers), func(t *testing.T) {
+			dev := newDevice(t, emu.Options{DispatchTimeout: 10 * time.Millisecond, Workers: workers})
+			lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{LanguageVersion: "3.1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := pipe(t, lib, "twice", nil)
+			// Wall time as CPU time, so the limit runs while the test waits.
+			start := time.Now()
+			defer emu.SetProcessCPU(func() time.Duration { return time.Since(start) })()
+			fired := false
+			defer emu.SetAfterWork(func(timedOut func() bool) {
+				for end := time.Now().Add(10 * time.Second); !fired && time.Now().Before(end); time.Sleep(time.Millisecond) {
+					fired = timedOut()
+				}
+			})()
+			const groups, threads = 4, 32
+			out := newBuf(t, dev, 4*groups*threads)
+			if err := run(t, dev, p, [3]int{groups, 1, 1}, [3]int{threads, 1, 1}, arg{buf: out}); err != nil {
+				t.Fatalf("finished dispatch: %v", err)
+			}
+			if !fired {
+				t.Fatal("the time limit never fired: the case tests nothing")
+			}
+			for i, v := range u32s(out) {
+				if v != uint32(2*i) {
+					t.Fatalf("out[%d] = %d, want %d", i, v, 2*i)
+				}
 			}
 		})
 	}

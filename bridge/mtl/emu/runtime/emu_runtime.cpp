@@ -53,7 +53,7 @@ namespace __emu {
 
 // A fiber's stack is the top STACK bytes of its SLOT, below them a guard of
 // GUARD bytes (metal_stdlib's stack_check).
-enum { ABI = 8, MAX_THREADS = 1024, NBUF = 31, SLOT = STACK_SLOT, STACK = STACK_SIZE, GUARD = SLOT - STACK };
+enum { ABI = 9, MAX_THREADS = 1024, NBUF = 31, SLOT = STACK_SLOT, STACK = STACK_SIZE, GUARD = SLOT - STACK };
 enum { ST_READY, ST_SIMD, ST_BAR, ST_DONE };
 
 // FPRange is a range of device memory the dispatch binds and its footprint
@@ -82,6 +82,10 @@ struct Desc {
   int64_t next;
   int64_t errflag;
   int64_t static_tg;
+  // finished counts the threadgroups whose every thread returned: a
+  // dispatch that finished them all is not failed by a time limit that
+  // fired as it ended (lib.go's run).
+  int64_t finished;
   // The cost witness, summed over the dispatch's threadgroups: device bytes
   // read and written, device loads and stores by lane, loads by simdgroup
   // (the most any lane of it issued), threadgroup barriers released,
@@ -118,6 +122,7 @@ struct Worker {
   SiteSlot sites[64];
   int nsites;
   uint32_t epoch;
+  uint32_t returned; // threads of the group that returned from the kernel
   bool cross; // some byte was touched from two simdgroups in this epoch
   const char *efile;
   unsigned eline; // barrier that opened the epoch (null: kernel start)
@@ -624,6 +629,7 @@ static void fiber_main() {
   Worker *w = (Worker *)f->w;
   w->k->body(f);
   f->state = ST_DONE;
+  w->returned++;
 #ifdef MSL_EMU_USE_UCONTEXT
   swapcontext((ucontext_t *)f->uctx, &w->sched_uc);
 #else
@@ -984,6 +990,7 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
     return false;
   }
   w->nsites = 0;
+  w->returned = 0;
   w->used = w->dyn_end = off;
   memset(w->arena, UNINIT, off);
   new_epoch(w, nullptr, 0);
@@ -1010,8 +1017,9 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
       if (w->fibers[i].state == ST_READY)
         run(w, &w->fibers[i]);
     // A failed dispatch ends here, its threads stopped wherever they are
-    // (loop_stop); the next group starts each fiber afresh.
-    if (__atomic_load_n(&d->errflag, __ATOMIC_RELAXED)) {
+    // (loop_stop); the next group starts each fiber afresh. A group whose
+    // threads all returned has finished, whatever failed meanwhile.
+    if (w->returned != n && __atomic_load_n(&d->errflag, __ATOMIC_RELAXED)) {
       note_waiting_stop(w, n);
       return false;
     }
@@ -1149,7 +1157,7 @@ EXPORT int64_t msl_emu_begin(Desc *d) {
   stop_word = &d->errflag;
   for (int i = 0; i < nfcsets; i++)
     fcsets[i](d->fcs, d->nfc);
-  d->next = 0;
+  d->next = d->finished = 0;
   d->c_rd = d->c_wr = d->c_ld = d->c_st = d->c_sgld = d->c_bar = d->c_sg = d->c_threads = d->c_sgld_max = 0;
   return 0;
 }
@@ -1183,6 +1191,7 @@ EXPORT void msl_emu_work(Desc *d) {
     uint32_t gz = uint32_t(i / (d->groups[0] * d->groups[1]));
     if (!run_group(w, gx, gy, gz))
       break;
+    __atomic_fetch_add(&d->finished, 1, __ATOMIC_RELAXED);
   }
   int64_t *out = &d->c_rd;
   for (int i = 0; i < 8; i++)
