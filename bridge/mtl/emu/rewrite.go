@@ -169,6 +169,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 		r.cmpValues()
 		r.divOps()
 		r.tgArgs()
+		r.addrArgs()
 	}
 	if r.err != nil {
 		return "", nil, nil, r.err
@@ -2958,6 +2959,70 @@ func (r *rewriter) tgArgs() {
 				r.replace(i, i, "::metal::__emu::to_ptr("+a.name+")")
 			}
 		}
+	}
+}
+
+// addrArgs passes an address `&x[i]` (`&x[i][j]`) that a call of a
+// function template the unit declares takes as an argument as the pointer
+// of x's address space (metal_stdlib's addr_arg), as Metal types it: the
+// emulator's `&x[i]` is a plain pointer, from which the template's `device
+// T*` or `threadgroup T*` parameter (ptr<T, AS>) deduces no T. Other calls
+// keep the plain pointer, whose conversion to a pointer of another space
+// the shim checks when it runs (docs/msl-subset.md).
+func (r *rewriter) addrArgs() {
+	for i := 0; i+2 < len(r.toks); i++ {
+		if r.text(i) != "&" || r.tok(i+1).kind != tIdent || r.text(i+2) != "[" {
+			continue
+		}
+		if p := r.text(i - 1); p != "(" && p != "," {
+			continue
+		}
+		end := i + 2
+		for r.text(end) == "[" {
+			m := r.match(end)
+			if m < 0 {
+				break
+			}
+			end = m + 1
+		}
+		if n := r.text(end); n != ")" && n != "," || r.text(end-1) != "]" {
+			continue
+		}
+		open := i - 1
+		for depth := 0; open >= 0; open-- {
+			if t := r.text(open); t == ")" || t == "]" || t == "}" {
+				depth++
+			} else if t == "(" || t == "[" || t == "{" {
+				if depth == 0 {
+					break
+				}
+				depth--
+			}
+		}
+		if open < 1 || r.text(open) != "(" {
+			continue
+		}
+		callee := open - 1
+		if r.text(callee) == ">" { // f<float>(&x[i])
+			if m := r.matchBack(callee); m > 0 {
+				callee = m - 1
+			}
+		}
+		if r.tok(callee).kind != tIdent || !r.tmplNames[r.text(callee)] || notCallee[r.text(callee)] {
+			continue
+		}
+		name := r.toks[i+1]
+		overlap := false
+		for _, e := range r.edits {
+			if e.start < name.end && name.pos < e.end {
+				overlap = true
+			}
+		}
+		if overlap {
+			continue
+		}
+		r.edits = append(r.edits, edit{r.toks[i].pos, r.toks[i].pos, "::metal::__emu::addr_arg(" + name.text + ", "})
+		r.insertAfter(end-1, ")")
 	}
 }
 
