@@ -170,6 +170,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 		r.divOps()
 		r.tgArgs()
 		r.addrArgs()
+		r.constSwizzles()
 	}
 	if r.err != nil {
 		return "", nil, nil, r.err
@@ -3024,6 +3025,138 @@ func (r *rewriter) addrArgs() {
 		r.edits = append(r.edits, edit{r.toks[i].pos, r.toks[i].pos, "::metal::__emu::addr_arg(" + name.text + ", "})
 		r.insertAfter(end-1, ")")
 	}
+}
+
+// constSwizzles rewrites the swizzle reads (`v.x`, `k.yx`) in constexpr
+// code, a constexpr variable's initialiser, a constexpr function's body and
+// a static_assert's condition, into metal::__emu::cx_swz, which reads them in a constant expression
+// where clang (19) evaluates no vector swizzle; elsewhere, and on what is
+// no vector (a struct's field named x), it reads the member as written. An
+// assignment's target stays as written.
+func (r *rewriter) constSwizzles() {
+	for i := 0; i < len(r.toks); i++ {
+		from, to := -1, -1
+		if r.text(i) == "static_assert" && r.text(i+1) == "(" {
+			from, to = i+1, r.match(i+1)
+		}
+		if from < 0 && (r.text(i) != "constexpr" || r.text(i+1) == "if") {
+			continue
+		}
+	scan:
+		for j := i + 1; from < 0 && j < len(r.toks); j++ {
+			switch r.text(j) {
+			case "=":
+				from, to = j, j
+				for to < len(r.toks) && r.text(to) != ";" {
+					if t := r.text(to); t == "(" || t == "[" || t == "{" {
+						if to = r.match(to); to < 0 {
+							return
+						}
+					}
+					to++
+				}
+				break scan
+			case "{":
+				from, to = j, r.match(j)
+				break scan
+			case "(":
+				m := r.match(j)
+				if m < 0 {
+					return
+				}
+				if t := r.text(m + 1); t == ";" || t == "," {
+					from, to = j, m
+					break scan
+				}
+				for k := m + 1; k < len(r.toks) && r.text(k) != ";"; k++ {
+					if r.text(k) == "{" {
+						from, to = k, r.match(k)
+						break
+					}
+				}
+				break scan
+			case ";", "}":
+				break scan
+			case "<", "[":
+				if m := r.match(j); m > 0 {
+					j = m
+				}
+			}
+		}
+		// Right to left, so that of `v.xy.x` the outer read wraps the inner.
+		for j := to - 1; from >= 0 && j > from; j-- {
+			if r.text(j) == "." && r.tok(j+1).kind == tIdent {
+				r.constSwizzle(j)
+			}
+		}
+		if to > i {
+			i = to
+		}
+	}
+}
+
+// constSwizzle rewrites the swizzle read whose '.' is at dot, if it is one.
+func (r *rewriter) constSwizzle(dot int) {
+	name := r.text(dot + 1)
+	idx := make([]string, 0, 4)
+	for _, set := range []string{"xyzw", "rgba"} {
+		idx = idx[:0]
+		for _, c := range name {
+			if k := strings.IndexRune(set, c); k >= 0 {
+				idx = append(idx, strconv.Itoa(k))
+			}
+		}
+		if len(idx) == len(name) {
+			break
+		}
+	}
+	if len(name) > 4 || len(idx) != len(name) {
+		return
+	}
+	switch r.text(dot + 2) {
+	case "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--", "(":
+		return
+	}
+	// The operand: a postfix expression, `a.b[i].c`, `f(x)`, `(e)`.
+	j := dot - 1
+	for j >= 0 {
+		t := r.text(j)
+		if t == ")" || t == "]" || t == ">" {
+			m := r.matchBack(j)
+			if m < 0 {
+				return
+			}
+			j = m - 1
+			if t == ">" || r.tok(j).kind == tIdent {
+				continue
+			}
+			j = m
+			break
+		}
+		if r.tok(j).kind != tIdent || notTypeWords[t] && t != "auto" {
+			return
+		}
+		if p := r.text(j - 1); p == "." || p == "->" || p == "::" {
+			j -= 2
+			continue
+		}
+		break
+	}
+	if j < 0 {
+		return
+	}
+	if p := r.text(j - 1); p == "&" || p == "++" || p == "--" {
+		return
+	}
+	start, end := r.toks[j].pos, r.toks[dot+1].end
+	for _, e := range r.edits {
+		if e.start < start && start < e.end || e.start < end && end < e.end {
+			return
+		}
+	}
+	r.edits = append(r.edits, edit{start, start, "::metal::__emu::cx_swz<" + strings.Join(idx, ", ") + ">("})
+	r.insertAfter(dot+1, ", [](const auto &__q) { return ::metal::__emu::swz_value(__q."+name+"); })")
+	r.replace(dot, dot+1, "")
 }
 
 // notCallee are the words before a '(' that opens no call's arguments.

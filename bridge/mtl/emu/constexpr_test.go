@@ -1,0 +1,68 @@
+package emu_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+)
+
+// Vector values in constant expressions build and compute as in Metal:
+// constexpr vector variables, in a function or at program scope, made by
+// constructors of scalars, of other vectors and of swizzles, read by
+// swizzles and combined by arithmetic, and constexpr functions that return
+// vectors; each kernel writes its value at x[i] for x[i] = i.
+func TestConstexprVectors(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const head = `#include <metal_stdlib>
+using namespace metal;
+constant constexpr half4 H = half4(1.0h, 2.0h, 3.0h, 4.0h);
+constexpr float2 K = float2(0.5f);
+constexpr int4 twice(int4 v) { return v * 2; }
+constexpr float2 swap(float2 a) { return a.yx + a.xx; }
+struct P { float x; };
+`
+	cases := []struct {
+		body string
+		want func(i int) float32
+	}{
+		{"constexpr int4 v = int4(1, 2, 3, 4); x[i] += v[i & 3]", func(i int) float32 { return float32(i + i&3 + 1) }},
+		{"constexpr float2 k = float2(0.5f); x[i] += k.x + k.y", func(i int) float32 { return float32(i) + 1 }},
+		{"x[i] += float(H[i & 3]) + K.y", func(i int) float32 { return float32(i+i&3+1) + 0.5 }},
+		{"constexpr int s = twice(int4(1, 2, 3, 4)).z + int4(5).w; x[i] += s", func(i int) float32 { return float32(i + 11) }},
+		{"constexpr float4 w = float4(K, K.yx * 2) + float4(int2(1, 2).yx, 3, 4); x[i] += w[i & 3]", func(i int) float32 {
+			return float32(i) + []float32{2.5, 1.5, 4, 5}[i&3]
+		}},
+		{"constexpr float q = swap(float2(1, 2)).x + H.a + (int4(1, 2, 3, 4) + 1).y; x[i] += q", func(i int) float32 { return float32(i + 3 + 4 + 3) }},
+		{"constexpr P p = {3}; constexpr float r = p.x + float3(float2(1, 2), 3).b; x[i] += r", func(i int) float32 { return float32(i + 6) }},
+		{"constexpr int4 v = int4(1, 2, 3, 4); constexpr int r = v.zw.y * 10 + v.wzyx.yx.x; x[i] += r", func(i int) float32 { return float32(i + 43) }},
+		{"x[i] = swap(float2(x[i], 1)).x", func(i int) float32 { return float32(1 + i) }},
+		{"constexpr float4 c = (float4)int4(1, 2, 3, 4); static_assert(c.w == 4, \"c.w\"); x[i] += c.w", func(i int) float32 { return float32(i + 4) }},
+	}
+	src := head
+	for j, c := range cases {
+		src += fmt.Sprintf("kernel void k%d(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { %s; }\n", j, c.body)
+	}
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make([]float32, 32)
+	for i := range in {
+		in[i] = float32(i)
+	}
+	for j, c := range cases {
+		x := f32Buf(t, dev, in)
+		if err := run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: x}); err != nil {
+			t.Errorf("%s: %v", c.body, err)
+			continue
+		}
+		for i, v := range f32s(x) {
+			if want := c.want(i); v != want {
+				t.Errorf("%s: x[%d] = %v, want %v", c.body, i, v, want)
+				break
+			}
+		}
+	}
+}
