@@ -284,6 +284,23 @@ func (r *rewriter) matchBack(i int) int {
 	return -1
 }
 
+// enclosing returns the index of the innermost bracket, (, [ or {, left
+// open before token i, or -1.
+func (r *rewriter) enclosing(i int) int {
+	open := i - 1
+	for depth := 0; open >= 0; open-- {
+		if t := r.text(open); t == ")" || t == "]" || t == "}" {
+			depth++
+		} else if t == "(" || t == "[" || t == "{" {
+			if depth == 0 {
+				break
+			}
+			depth--
+		}
+	}
+	return open
+}
+
 func (r *rewriter) findAttrs() {
 	for i := 0; i+1 < len(r.toks); i++ {
 		if r.toks[i].text != "[" || r.toks[i+1].text != "[" {
@@ -2929,17 +2946,7 @@ func (r *rewriter) tgArgs() {
 			if p, n := r.text(i-1), r.text(i+1); p != "(" && p != "," || n != ")" && n != "," {
 				continue
 			}
-			open := i - 1
-			for depth := 0; open >= 0; open-- {
-				if t := r.text(open); t == ")" || t == "]" || t == "}" {
-					depth++
-				} else if t == "(" || t == "[" || t == "{" {
-					if depth == 0 {
-						break
-					}
-					depth--
-				}
-			}
+			open := r.enclosing(i)
 			callee := r.tok(open - 1)
 			if r.text(open) != "(" || callee.kind != tIdent && callee.text != ">" || notCallee[callee.text] {
 				continue
@@ -2989,17 +2996,7 @@ func (r *rewriter) addrArgs() {
 		if n := r.text(end); n != ")" && n != "," || r.text(end-1) != "]" {
 			continue
 		}
-		open := i - 1
-		for depth := 0; open >= 0; open-- {
-			if t := r.text(open); t == ")" || t == "]" || t == "}" {
-				depth++
-			} else if t == "(" || t == "[" || t == "{" {
-				if depth == 0 {
-					break
-				}
-				depth--
-			}
-		}
+		open := r.enclosing(i)
 		if open < 1 || r.text(open) != "(" {
 			continue
 		}
