@@ -3,13 +3,13 @@ package suites
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/mtlbench/mtlbench/internal/reqlen"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"gopkg.in/yaml.v3"
 )
@@ -96,19 +96,8 @@ func (m ModelParams) MaxLens() (prompt, gen int) {
 }
 
 // LenBounds are the lengths a request draws from around n at range ratio
-// r, both ends included, as vLLM's random dataset draws them:
-// floor(n·(1-r)) to ceil(n·(1+r)), the lower no less than least.
-func LenBounds(n int, r float64, least int) (lo, hi int) {
-	if r <= 0 {
-		return n, n
-	}
-	// Rounded to a millionth first: 3000·1.1 is 3300.0000000000005 in
-	// floats, whose ceiling would reach a token further than meant.
-	round := func(x float64) float64 { return math.Round(x*1e6) / 1e6 }
-	lo = max(int(math.Floor(round(float64(n)*(1-r)))), least)
-	hi = max(int(math.Ceil(round(float64(n)*(1+r)))), lo)
-	return lo, hi
-}
+// r (reqlen.Bounds, which the runner draws from).
+func LenBounds(n int, r float64, least int) (lo, hi int) { return reqlen.Bounds(n, r, least) }
 
 // PosOf is where parameter name was written for c (the case's own position
 // when it was not), for errors a runner finds later.

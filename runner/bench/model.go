@@ -15,13 +15,13 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
 	"github.com/mtlbench/mtlbench/internal/quantile"
+	"github.com/mtlbench/mtlbench/internal/reqlen"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
-	"github.com/mtlbench/mtlbench/suites"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
@@ -49,7 +49,7 @@ type Workload struct {
 	// the requests meeting every bound make goodput_per_s.
 	SLO map[string]float64
 	// RangeRatio, when positive, draws each request's prompt and output
-	// lengths around PromptLen and GenLen (suites.LenBounds, Lengths).
+	// lengths around PromptLen and GenLen (reqlen.Bounds, Lengths).
 	RangeRatio float64
 	Sampling   sample.Params
 	Seed       uint64
@@ -59,14 +59,7 @@ type Workload struct {
 // PromptLen and GenLen, or with a range ratio drawn uniformly from their
 // bounds, seeded so every repetition and build runs the same requests.
 func (w Workload) Lengths() (prompt, gen []int) {
-	prompt, gen = make([]int, w.Requests), make([]int, w.Requests)
-	plo, phi := suites.LenBounds(w.PromptLen, w.RangeRatio, 1)
-	glo, ghi := suites.LenBounds(w.GenLen, w.RangeRatio, 1)
-	rng := rand.New(rand.NewPCG(w.Seed, 13))
-	for i := range prompt {
-		prompt[i], gen[i] = plo+rng.IntN(phi-plo+1), glo+rng.IntN(ghi-glo+1)
-	}
-	return prompt, gen
+	return reqlen.Draw(w.Requests, w.PromptLen, w.GenLen, w.RangeRatio, w.Seed)
 }
 
 // longest is the request of the most tokens Lengths draws (the first of
@@ -88,8 +81,8 @@ func (w Workload) longest() (i, prompt, gen int) {
 
 // maxLens are the longest prompt and output Lengths may draw.
 func (w Workload) maxLens() (prompt, gen int) {
-	_, prompt = suites.LenBounds(w.PromptLen, w.RangeRatio, 1)
-	_, gen = suites.LenBounds(w.GenLen, w.RangeRatio, 1)
+	_, prompt = reqlen.Bounds(w.PromptLen, w.RangeRatio, 1)
+	_, gen = reqlen.Bounds(w.GenLen, w.RangeRatio, 1)
 	return prompt, gen
 }
 

@@ -1,0 +1,38 @@
+// Package reqlen draws a workload's request lengths: runner/bench runs the
+// requests it draws, and suites checks a suite against the same ones
+// (docs/suites.md, range_ratio).
+package reqlen
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// Bounds are the lengths a request draws from around n at range ratio r,
+// both ends included, as vLLM's random dataset draws them:
+// floor(n·(1-r)) to ceil(n·(1+r)), the lower no less than least.
+func Bounds(n int, r float64, least int) (lo, hi int) {
+	if r <= 0 {
+		return n, n
+	}
+	// Rounded to a millionth first: 3000·1.1 is 3300.0000000000005 in
+	// floats, whose ceiling would reach a token further than meant.
+	round := func(x float64) float64 { return math.Round(x*1e6) / 1e6 }
+	lo = max(int(math.Floor(round(float64(n)*(1-r)))), least)
+	hi = max(int(math.Ceil(round(float64(n)*(1+r)))), lo)
+	return lo, hi
+}
+
+// Draw is each of requests' prompt and output lengths: promptLen and
+// genLen, or with a range ratio r drawn uniformly from their Bounds (at
+// least 1), seeded so every repetition, build and check sees the same ones.
+func Draw(requests, promptLen, genLen int, r float64, seed uint64) (prompt, gen []int) {
+	prompt, gen = make([]int, requests), make([]int, requests)
+	plo, phi := Bounds(promptLen, r, 1)
+	glo, ghi := Bounds(genLen, r, 1)
+	rng := rand.New(rand.NewPCG(seed, 13))
+	for i := range prompt {
+		prompt[i], gen[i] = plo+rng.IntN(phi-plo+1), glo+rng.IntN(ghi-glo+1)
+	}
+	return prompt, gen
+}
