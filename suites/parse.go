@@ -659,10 +659,15 @@ func (p *parser) thresholds(n *yaml.Node) {
 // thresholdsRecorded refuses a threshold on a metric no case of the suite
 // records: the gate would find it on neither side and pass every run. Only
 // a model case with an slo records goodput, and only one generating two
-// tokens or more the decode metrics; other metrics that hang on the
+// tokens or more the decode metrics (with a range_ratio, in a request the
+// run draws: a range allowing two may draw none); other metrics that hang on the
 // backend (the cost witness, device time) are left to the run.
 func (p *parser) thresholdsRecorded() {
 	var model, kernel, slo, decode bool
+	var seed uint64
+	if p.s.Model != nil {
+		seed = uint64(p.s.Model.Seed)
+	}
 	for _, c := range p.s.Cases {
 		if c.Kind == KindKernel {
 			kernel = true
@@ -670,8 +675,7 @@ func (p *parser) thresholdsRecorded() {
 		}
 		model = true
 		slo = slo || c.Model.SLO != nil
-		_, gen := c.Model.MaxLens()
-		decode = decode || gen > 1
+		decode = decode || c.Model.decodes(seed)
 	}
 	var recorded []string
 	if model {

@@ -95,6 +95,18 @@ func (m ModelParams) MaxLens() (prompt, gen int) {
 	return prompt, gen
 }
 
+// decodes is whether a request of the case generates two tokens or more,
+// recording the decode metrics: with a range_ratio, one the run draws from
+// the suite model's seed (reqlen.Draw), not one the range merely allows.
+func (m ModelParams) decodes(seed uint64) bool {
+	lo, hi := reqlen.Bounds(m.GenLen, m.RangeRatio, 1)
+	if lo > 1 || hi <= 1 {
+		return lo > 1
+	}
+	_, gens := reqlen.Draw(m.Requests, m.PromptLen, m.GenLen, m.RangeRatio, seed)
+	return slices.ContainsFunc(gens, func(g int) bool { return g > 1 })
+}
+
 // LenBounds are the lengths a request draws from around n at range ratio
 // r (reqlen.Bounds, which the runner draws from).
 func LenBounds(n int, r float64, least int) (lo, hi int) { return reqlen.Bounds(n, r, least) }
@@ -462,7 +474,7 @@ func (s *Suite) Override(set map[string]string) error {
 		for _, pr := range overrides {
 			args = append(args, fmt.Sprintf("--set %s=%s", pr.name, set[pr.name]))
 		}
-		tp := &parser{file: "--set", s: &Suite{Cases: cases, Thresholds: s.Thresholds}, thresholdAt: map[string]Pos{}}
+		tp := &parser{file: "--set", s: &Suite{Cases: cases, Thresholds: s.Thresholds, Model: s.Model}, thresholdAt: map[string]Pos{}}
 		for name := range s.Thresholds {
 			tp.thresholdAt[name] = Pos{File: fmt.Sprintf("%s (the threshold at %s)", strings.Join(args, " "), s.Positions["thresholds."+name])}
 		}

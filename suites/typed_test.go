@@ -448,3 +448,40 @@ func TestOverrideOwnNameOverAlias(t *testing.T) {
 		}
 	}
 }
+
+// With a range_ratio, a decode metric's threshold is judged by the gen
+// lengths the run draws (reqlen.Draw, from the model's seed), not by the
+// range's bound: gen_len 1 at range_ratio 0.5 allows 2 tokens, but seed 0's
+// three requests draw 1, 1, 1, so no case would record decode_tok_s.
+func TestRangeRatioDrawsDecode(t *testing.T) {
+	const refused = "threshold decode_tok_s: no case of this suite records it (only a model case that decodes records it: a gen_len of 1 is sampled by the prefill)"
+	suite := func(seed, params string) string {
+		return "name: s\nmodel: {preset: p, seed: " + seed + "}\ncases:\n  - name: c\n    params: {" + params + "}\nthresholds: {ttft_ms: 5%, decode_tok_s: 5%}\n"
+	}
+	for _, tc := range []struct {
+		name, src string
+		set       map[string]string
+		want      string // "" accepted
+	}{
+		{"draws all 1", suite("0", "gen_len: 1, range_ratio: 0.5, requests: 3"), nil, "t.yaml:6:27: " + refused},
+		{"draws a 2", suite("7", "gen_len: 1, range_ratio: 0.5, requests: 3"), nil, ""},
+		{"no range", suite("0", "gen_len: 2"), nil, ""},
+		{"--set draws all 1", suite("0", "gen_len: 4, requests: 3"), map[string]string{"gen_len": "1", "range_ratio": "0.5"},
+			"--set gen_len=1 --set range_ratio=0.5 (the threshold at t.yaml:6:41): " + refused},
+		{"--set draws a 2", suite("7", "gen_len: 4, requests: 3"), map[string]string{"gen_len": "1", "range_ratio": "0.5"}, ""},
+	} {
+		s, err := Parse("t.yaml", []byte(tc.src))
+		if err == nil && tc.set != nil {
+			err = s.Override(tc.set)
+		}
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want it to say %q", tc.name, err, tc.want)
+		}
+	}
+}
