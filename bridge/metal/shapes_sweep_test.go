@@ -18,7 +18,7 @@ import (
 
 // sweepShape is a model shape of the sweep: an HF config's sizes.
 type sweepShape struct {
-	arch                       string // llama, llama_bias, qwen2, qwen3, qwen3_moe, mixtral, gpt2
+	arch                       string // llama, llama_bias, mistral, qwen2, qwen3, qwen3_moe, mixtral, gpt2
 	hidden, heads, kv, headDim int
 	inter, vocab, layers       int
 	experts, topK, moeInter    int
@@ -46,6 +46,9 @@ func (s sweepShape) config() []byte {
 		c["layer_norm_epsilon"] = 1e-5
 	case "llama":
 		c["architectures"] = []string{"LlamaForCausalLM"}
+	case "mistral": // heads that do not divide hidden_size, which LlamaConfig refuses
+		c["architectures"] = []string{"MistralForCausalLM"}
+		c["sliding_window"] = nil
 	case "qwen2":
 		c["architectures"] = []string{"Qwen2ForCausalLM"}
 	case "llama_bias":
@@ -106,15 +109,15 @@ func TestShapesSweepMatchesCPU(t *testing.T) {
 		// GQA 3, 1, 7 and 5 over one KV head or more; padded heads (48,
 		// 80, 112, 160, 192: decode attention in the next larger
 		// instantiation, prefill attention where no tiled kernel is)
-		{arch: "llama", hidden: 40, heads: 3, kv: 1, headDim: 48, inter: 88, vocab: 151, layers: 1, dtype: f32, batch: 1},
+		{arch: "mistral", hidden: 40, heads: 3, kv: 1, headDim: 48, inter: 88, vocab: 151, layers: 1, dtype: f32, batch: 1},
 		{arch: "llama", hidden: 72, heads: 2, kv: 2, headDim: 80, inter: 136, vocab: 1000, layers: 1, dtype: f32, batch: 3},
 		{arch: "qwen3", hidden: 136, heads: 7, kv: 1, headDim: 96, inter: 344, vocab: 151, layers: 1, dtype: f32, batch: 3},
-		{arch: "llama_bias", hidden: 200, heads: 7, kv: 1, headDim: 112, inter: 88, vocab: 151, layers: 1, dtype: f32, batch: 3},
+		{arch: "llama_bias", hidden: 203, heads: 7, kv: 1, headDim: 112, inter: 88, vocab: 151, layers: 1, dtype: f32, batch: 3},
 		{arch: "llama", hidden: 72, heads: 3, kv: 1, headDim: 160, inter: 88, vocab: 151, layers: 1, dtype: f16, batch: 3},
 		{arch: "qwen3", hidden: 40, heads: 5, kv: 1, headDim: 192, inter: 88, vocab: 151, layers: 1, dtype: bf16, batch: 1},
 		// rows not 16-byte aligned (hidden 41 and 20 in halves), a
 		// vocabulary of 50257, nine sequences (the tiles at decode)
-		{arch: "llama", hidden: 41, heads: 3, kv: 1, headDim: 48, inter: 89, vocab: 50257, layers: 1, dtype: bf16, batch: 1},
+		{arch: "mistral", hidden: 41, heads: 3, kv: 1, headDim: 48, inter: 89, vocab: 50257, layers: 1, dtype: bf16, batch: 1},
 		{arch: "llama", hidden: 20, heads: 2, kv: 1, headDim: 20, inter: 36, vocab: 151, layers: 1, dtype: f16, batch: 9},
 		// GPT-2's odd heads (15, 33), which RoPE does not constrain
 		{arch: "gpt2", hidden: 75, heads: 5, inter: 136, vocab: 151, layers: 1, dtype: bf16, batch: 3},
@@ -136,11 +139,11 @@ func TestShapesSweepMatchesCPU(t *testing.T) {
 		{arch: "llama_bias", hidden: 192, heads: 3, kv: 1, headDim: 96, inter: 344, vocab: 151, layers: 1, dtype: bf16, quant: "q4", batch: 3},
 		{arch: "qwen3_moe", hidden: 192, heads: 3, kv: 1, headDim: 64, inter: 88, vocab: 151, layers: 1, experts: 3, topK: 1, moeInter: 44, dtype: bf16, quant: "q8", batch: 3},
 		{arch: "qwen3_moe", hidden: 64, heads: 3, kv: 1, headDim: 48, inter: 88, vocab: 151, layers: 1, experts: 33, topK: 32, moeInter: 64, dtype: bf16, quant: "q4", group: 32, batch: 3},
-		{arch: "llama", hidden: 256, heads: 3, kv: 1, headDim: 128, inter: 384, vocab: 151, layers: 1, dtype: bf16, quant: "q4", group: 128, batch: 3},
+		{arch: "mistral", hidden: 256, heads: 3, kv: 1, headDim: 128, inter: 384, vocab: 151, layers: 1, dtype: bf16, quant: "q4", group: 128, batch: 3},
 		// Qwen2-0.5B's attention (14 query heads of 64 over 2 KV heads: an
 		// output projection of 896), vocabulary 1003, cache blocks of 8
 		{arch: "qwen2", hidden: 160, heads: 14, kv: 2, headDim: 64, inter: 224, vocab: 1003, layers: 1, dtype: bf16, quant: "q4", group: 32, batch: 3, block: 8},
-		{arch: "llama", hidden: 256, heads: 3, kv: 1, headDim: 112, inter: 344, vocab: 151, layers: 1, dtype: f32, quant: "q4_k_m", batch: 3},
+		{arch: "mistral", hidden: 256, heads: 3, kv: 1, headDim: 112, inter: 344, vocab: 151, layers: 1, dtype: f32, quant: "q4_k_m", batch: 3},
 		{arch: "qwen3_moe", hidden: 160, heads: 5, kv: 1, headDim: 32, inter: 88, vocab: 151, layers: 1, experts: 7, topK: 3, moeInter: 96, dtype: bf16, quant: "q8_0", batch: 3},
 	}
 	// chunked: a 37-token prompt in chunks of 16 beside shorter ones, one
