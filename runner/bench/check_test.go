@@ -9,6 +9,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Check refuses the kernel parameters run refuses, with run's words and
@@ -92,16 +93,7 @@ cases:
 	if err := Check(s, nil); err != nil {
 		t.Fatal(err)
 	}
-	db := openDB(t)
-	sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, _ := db.Samples(sum.Cases[0].ID)
-	got := map[string]float64{}
-	for _, sm := range samples {
-		got[sm.Metric] = sm.Value
-	}
+	got := runFirstCase(t, s)
 	if got["preemptions"] == 0 || got["decode_tok_s"] <= 0 {
 		t.Errorf("5 blocks for 3 requests of 3: %v", got)
 	}
@@ -133,27 +125,7 @@ cases:
 			if w := caseWorkload(s, s.Cases[0].Model); w.KVTokens(8, 1) != 5*8 {
 				t.Fatalf("the range's longest request takes %d tokens' blocks, want 5 blocks of 8", w.KVTokens(8, 1))
 			}
-			err := Check(s, nil)
-			if c.want != "" {
-				if err == nil || !strings.Contains(err.Error(), c.want) {
-					t.Fatalf("%v, want it to say %q", err, c.want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			db := openDB(t)
-			sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			samples, _ := db.Samples(sum.Cases[0].ID)
-			got := map[string]float64{}
-			for _, sm := range samples {
-				got[sm.Metric] = sm.Value
-			}
-			if got["decode_tok_s"] <= 0 {
+			if got, ran := checkThenRun(t, s, c.want); ran && got["decode_tok_s"] <= 0 {
 				t.Errorf("3 blocks for the longest drawn request: %v", got)
 			}
 		})
@@ -183,27 +155,7 @@ cases:
   - name: c
     params: { `+c.params+`, batch: 1, requests: 3, range_ratio: 0.1 }
 `)
-			err := Check(s, nil)
-			if c.want != "" {
-				if err == nil || !strings.Contains(err.Error(), c.want) {
-					t.Fatalf("%v, want it to say %q", err, c.want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			db := openDB(t)
-			sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			samples, _ := db.Samples(sum.Cases[0].ID)
-			got := map[string]float64{}
-			for _, sm := range samples {
-				got[sm.Metric] = sm.Value
-			}
-			if got["decode_tok_s"] <= 0 {
+			if got, ran := checkThenRun(t, s, c.want); ran && got["decode_tok_s"] <= 0 {
 				t.Errorf("every drawn request within the positions: %v", got)
 			}
 		})
@@ -514,4 +466,34 @@ func TestKernelCaseErrorsEachAtTheirParameter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkThenRun checks s: where want is set, Check must refuse it saying
+// want; else it must pass, and the suite runs, its first case's metrics
+// returned (ran true).
+func checkThenRun(t *testing.T, s *suites.Suite, want string) (map[string]float64, bool) {
+	t.Helper()
+	err := Check(s, nil)
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%v, want it to say %q", err, want)
+		}
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runFirstCase(t, s), true
+}
+
+// runFirstCase runs s into a new store and returns its first case's
+// metrics.
+func runFirstCase(t *testing.T, s *suites.Suite) map[string]float64 {
+	t.Helper()
+	db := openDB(t)
+	sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return caseMetrics(t, db, sum.Cases[0].ID)
 }
