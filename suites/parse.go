@@ -668,6 +668,9 @@ func (p *parser) thresholdsRecorded() {
 	if p.s.Model != nil {
 		seed = uint64(p.s.Model.Seed)
 	}
+	// undrawn are the cases whose range allows a decode no request draws:
+	// the error names them, as their gen_len alone does not say why.
+	var undrawn []string
 	for _, c := range p.s.Cases {
 		if c.Kind == KindKernel {
 			kernel = true
@@ -675,7 +678,12 @@ func (p *parser) thresholdsRecorded() {
 		}
 		model = true
 		slo = slo || c.Model.SLO != nil
-		decode = decode || c.Model.decodes(seed)
+		d := c.Model.decodes(seed)
+		decode = decode || d
+		if _, gen := c.Model.MaxLens(); !d && gen > 1 {
+			undrawn = append(undrawn, fmt.Sprintf("case %s (%s): range_ratio %g allows gen_len %d, but each of its %d requests draws 1 from seed %d",
+				c.Name, c.Pos, c.Model.RangeRatio, gen, c.Model.Requests, seed))
+		}
 	}
 	var recorded []string
 	if model {
@@ -698,6 +706,9 @@ func (p *parser) thresholdsRecorded() {
 			why = "only a model case with an slo records it"
 		case slices.Contains(metrics.DecodeStep, name) && model:
 			why = "only a model case that decodes records it: a gen_len of 1 is sampled by the prefill"
+			if len(undrawn) > 0 {
+				why += "; " + strings.Join(undrawn, "; ")
+			}
 		case slices.Contains(metrics.ModelCase, name):
 			why = "model cases do"
 		case slices.Contains(metrics.KernelCase, name):

@@ -452,9 +452,11 @@ func TestOverrideOwnNameOverAlias(t *testing.T) {
 // With a range_ratio, a decode metric's threshold is judged by the gen
 // lengths the run draws (reqlen.Draw, from the model's seed), not by the
 // range's bound: gen_len 1 at range_ratio 0.5 allows 2 tokens, but seed 0's
-// three requests draw 1, 1, 1, so no case would record decode_tok_s.
+// three requests draw 1, 1, 1, so no case would record decode_tok_s; the
+// error names the case whose draws those are.
 func TestRangeRatioDrawsDecode(t *testing.T) {
-	const refused = "threshold decode_tok_s: no case of this suite records it (only a model case that decodes records it: a gen_len of 1 is sampled by the prefill)"
+	const refused = "threshold decode_tok_s: no case of this suite records it (only a model case that decodes records it: a gen_len of 1 is sampled by the prefill; " +
+		"case c (t.yaml:4:5): range_ratio 0.5 allows gen_len 2, but each of its 3 requests draws 1 from seed 0)"
 	suite := func(seed, params string) string {
 		return "name: s\nmodel: {preset: p, seed: " + seed + "}\ncases:\n  - name: c\n    params: {" + params + "}\nthresholds: {ttft_ms: 5%, decode_tok_s: 5%}\n"
 	}
