@@ -16,6 +16,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	. "github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
@@ -583,12 +584,7 @@ func TestChainsMatchSeparate(t *testing.T) {
 func TestGemmGroupSharesRounding(t *testing.T) {
 	b := gpu(t)
 	defer b.SetFusions()
-	var others []string
-	for _, p := range b.Fusions() {
-		if p.Name != "gemv_shared_input" {
-			others = append(others, p.Name)
-		}
-	}
+	others := quanttest.FusionsBut(b, "gemv_shared_input")
 	reqs := miniRequests(32000, 10, 1, 6) // one prefill step, then decode steps of 10 tokens
 	b.SetFusions(others...)
 	apart, e := runMini(t, b, "tinyllama-1.1b", 2, reqs, false)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
@@ -154,23 +155,7 @@ func TestGraphKeyHoldsEveryArgument(t *testing.T) {
 	}
 }
 
-// SetFusions keeps exactly the patterns named: naming none of the table's
-// leaves no fusion to try, as on Metal, not the whole table back.
+// SetFusions keeps exactly the patterns named, as on Metal.
 func TestSetFusionsKeepsOnlyThoseNamed(t *testing.T) {
-	b := &Backend{}
-	all := len(b.Fusions())
-	for _, tc := range []struct {
-		names []string
-		want  int
-	}{
-		{nil, all},
-		{[]string{"rope_attention"}, 1},
-		{[]string{"rope_attention", "gemv_gelu"}, 2},
-		{[]string{"no_such_pattern"}, 0},
-	} {
-		b.SetFusions(tc.names...)
-		if got := len(b.Fusions()); got != tc.want {
-			t.Errorf("SetFusions(%q): %d patterns, want %d", tc.names, got, tc.want)
-		}
-	}
+	quanttest.SetFusionsKeepsOnlyThoseNamed(t, &Backend{})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
@@ -206,12 +207,7 @@ func TestLMHeadArgmax(t *testing.T) {
 		t.Skipf("skipping: %v", err)
 	}
 	mb := newEmu(t, metal.Tuning{})
-	var without []string
-	for _, p := range mb.Fusions() {
-		if p.Name != "gemv_argmax" {
-			without = append(without, p.Name)
-		}
-	}
+	without := quanttest.FusionsBut(mb, "gemv_argmax")
 	for _, c := range []struct {
 		name  string
 		spec  model.Spec
