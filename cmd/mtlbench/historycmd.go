@@ -128,6 +128,10 @@ func historyCommand() *cli.Command {
 					if err := noStdout("--out", c.String("out"), "the figures are merged into those the history file holds"); err != nil {
 						return err
 					}
+					// A folder that is not there is found before the page is read.
+					if err := checkWritable("--out", c.String("out")); err != nil {
+						return err
+					}
 					arg, src := c.Args().First(), c.String("source")
 					if arg == stdinPath && src == "" {
 						return fmt.Errorf("history import -: standard input has no file name to be the figures' source: name it with --source")
@@ -185,8 +189,11 @@ func historyCommand() *cli.Command {
 						out := c.String("out")
 						if out == "" {
 							dir := envconfig.HistoryDir()
-							if err := os.MkdirAll(dir, 0o755); err != nil {
+							if err := notAFolder("history folder", dir, "set MTLBENCH_HISTORY to a folder, or name the file with --out"); err != nil {
 								return err
+							}
+							if err := os.MkdirAll(dir, 0o755); err != nil {
+								return fmt.Errorf("history folder %s: %w", dir, err)
 							}
 							out = filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))+".yaml")
 						}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
 )
@@ -88,11 +89,25 @@ func noStdout(what, path, why string) error {
 }
 
 // notAFolder refuses a file named where what writes a folder (report and
-// compare --out), before any work: as checkWritable says a folder named
-// where a file goes.
+// compare --out), or a folder that would be made inside a file, before any
+// work: as checkWritable says a folder named where a file goes.
 func notAFolder(what, path, why string) error {
 	if st, err := os.Stat(path); err == nil && !st.IsDir() {
 		return fmt.Errorf("%s %s: a file, not a folder: %s", what, path, why)
+	} else if err == nil {
+		return nil
 	}
-	return nil
+	// The nearest folder above that is there must be a folder for the
+	// missing ones to be made in it.
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if st, err := os.Stat(dir); err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s %s: %s is a file, not a folder: %s", what, path, dir, why)
+			}
+			return nil
+		}
+		if dir == filepath.Dir(dir) {
+			return nil
+		}
+	}
 }

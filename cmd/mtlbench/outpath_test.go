@@ -101,29 +101,58 @@ func TestOutputDashIsStdout(t *testing.T) {
 }
 
 // A file named where a folder is written (compare --out, report --out), or
-// a folder where a file is (--steps, gate --summary), is said alike by
-// every flag, before any work, without Go's "open" or "mkdir".
+// a folder where a file is (--steps, gate --summary), or a missing folder
+// or a file above either (history import --out, $MTLBENCH_HISTORY), is said
+// alike by every flag, before any work, without Go's "open", "mkdir" or
+// "stat".
 func TestOutputPathOfTheWrongKind(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f.txt")
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	md := filepath.Join(dir, "page.md")
+	if err := os.WriteFile(md, []byte("| Batch | Decode tok/s |\n| --- | --- |\n| 1 | 10 |\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
 	db := seedCompareDB(t)
 	for _, tc := range []struct {
-		args []string
-		want string
+		args    []string
+		history string // $MTLBENCH_HISTORY
+		want    string
 	}{
-		{[]string{"compare", "base", "cand", "--db", db, "--out", file}, "--out " + file + ": a file, not a folder"},
-		{[]string{"report", "base", "--db", db, "--out", file}, "--out " + file + ": a file, not a folder"},
-		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--db", filepath.Join(dir, "r.db"), "--steps", dir},
+		{[]string{"compare", "base", "cand", "--db", db, "--out", file}, "", "--out " + file + ": a file, not a folder"},
+		{[]string{"report", "base", "--db", db, "--out", file}, "", "--out " + file + ": a file, not a folder"},
+		{[]string{"compare", "base", "cand", "--db", db, "--out", filepath.Join(file, "a", "b")}, "",
+			"--out " + filepath.Join(file, "a", "b") + ": " + file + " is a file, not a folder"},
+		{[]string{"report", "base", "--db", db, "--out", filepath.Join(file, "a")}, "", "--out " + filepath.Join(file, "a") + ": " + file + " is a file, not a folder"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--db", filepath.Join(dir, "r.db"), "--steps", dir}, "",
 			"--steps " + dir + ": a folder, not a file"},
-		{[]string{"gate", "--baseline", "base", "--candidate", "cand", "--db", db, "--summary", dir}, "--summary " + dir + ": a folder, not a file"},
+		{[]string{"gate", "--baseline", "base", "--candidate", "cand", "--db", db, "--summary", dir}, "", "--summary " + dir + ": a folder, not a file"},
+		{[]string{"history", "import", md, "--model", "m", "--date", "2026", "--out", filepath.Join(missing, "h.yaml")}, "",
+			"--out " + filepath.Join(missing, "h.yaml") + ": its folder cannot be used: " + missing + ": no such file or directory"},
+		{[]string{"history", "import", md, "--model", "m", "--date", "2026", "--out", filepath.Join(file, "h.yaml")}, "",
+			"--out " + filepath.Join(file, "h.yaml") + ": " + file + " is not a folder"},
+		{[]string{"history", "import", md, "--model", "m", "--date", "2026"}, file, "history folder " + file + ": a file, not a folder"},
+		{[]string{"history", "import", md, "--model", "m", "--date", "2026"}, filepath.Join(file, "h"),
+			"history folder " + filepath.Join(file, "h") + ": " + file + " is a file, not a folder"},
 	} {
-		_, _, err := mtl(t, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.args[0], err, tc.want)
-		}
+		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
+			t.Setenv("MTLBENCH_HISTORY", tc.history)
+			_, _, err := mtl(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+			}
+			for _, op := range []string{"open ", "mkdir ", "stat "} {
+				if err != nil && strings.Contains(err.Error(), op) {
+					t.Errorf("%s: %v: Go's %q", strings.Join(tc.args, " "), err, op)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("history import --out made the missing folder %s", missing)
 	}
 }
 

@@ -64,8 +64,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/atomicfile"
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/internal/readfile"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -470,7 +472,12 @@ func Save(path string, points []Point) error {
 	if err := enc.Close(); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
+	// Whole or not at all: every command reads the user's history files,
+	// so a write cut short would leave one they warn about.
+	if err := atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(b.Bytes()); return err }); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return nil
 }
 
 // Check refuses points Load would reject: a missing required field, a value

@@ -192,6 +192,23 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	}
 }
 
+// Save's errors name the file and say what is wrong in words, not Go's
+// "open"; it writes the file whole (atomicfile), as a history file every
+// command reads must never be half written.
+func TestSaveErrorsNameTheFile(t *testing.T) {
+	dir := t.TempDir()
+	pts := embedded(t)[:1]
+	for _, tc := range []struct{ path, want string }{
+		{filepath.Join(dir, "missing", "h.yaml"), "save " + filepath.Join(dir, "missing", "h.yaml") + ": cannot write into folder " + filepath.Join(dir, "missing") + ": no such file or directory"},
+		{dir, "save " + dir + ": " + dir + " is a folder: name a file to write"},
+	} {
+		err := Save(tc.path, pts)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Save(%s): %v, want %q", tc.path, err, tc.want)
+		}
+	}
+}
+
 func TestImportPerformanceHistory(t *testing.T) {
 	text, err := os.ReadFile(filepath.Join("testdata", "kb_performance_history.md"))
 	if err != nil {
