@@ -47,7 +47,7 @@ func peerCommand() *cli.Command {
 			Flags: []cli.Flag{dbFlag(),
 				&cli.StringFlag{Name: "from", Usage: "the file's format: " + strings.Join(peers.Formats, ", ") + " (default: recognised)"},
 				tagFlag("label for the peer runs (default: the tool's name)"),
-				&cli.StringFlag{Name: "model", Usage: "mtlbench model name to record (a preset), so cases read as mtlbench's do (default: the tool's own name for the model, which no mtlbench run records)"},
+				&cli.StringFlag{Name: "model", Usage: "mtlbench model name to record (a preset), so cases read as mtlbench's do (default: the tool's own name for the model, which no mtlbench run records; mtlbench's peer-run JSON records its own)"},
 				&cli.IntFlag{Name: "batch", Usage: "batch the tool ran (vllm bench latency --batch-size)", DefaultText: "the file's, else vllm bench latency's 8"},
 				&cli.IntFlag{Name: "prompt-len", Usage: "prompt tokens (vllm bench latency --input-len)", DefaultText: "the file's, else vllm bench latency's 32"},
 				&cli.IntFlag{Name: "gen-len", Usage: "generated tokens (vllm bench latency --output-len)", DefaultText: "the file's, else vllm bench latency's 128"},
@@ -106,6 +106,11 @@ func peerCommand() *cli.Command {
 								return fmt.Errorf("%s: --%s describes vllm bench runs, and this file is %s, which records its own", path, f, format)
 							}
 						}
+					}
+					// mtlbench's peer-run JSON keys its cases as a suite does,
+					// mtlbench's model name among them.
+					if format == peers.FormatMtlbench && c.IsSet("model") {
+						return fmt.Errorf("%s: --model names the model of another tool's output, and this file is %s, which records mtlbench's own", path, format)
 					}
 					runs, err := peers.Parse(format, path, data, o)
 					if err != nil {

@@ -144,14 +144,6 @@ func TestPeerImportsCompare(t *testing.T) {
 	if r := compareRow(t, rows, serve, "request_per_s"); median(r, "b") != 48.78 || r["a_n"] != "2" {
 		t.Errorf("vllm serve request rate row %v", r)
 	}
-	if _, _, err := mtl(t, "peer", "import", filepath.Join("..", "..", "reports", "peers", "testdata", "llama-bench.json"), "--db", db, "--slo", "ttft:5"); err == nil ||
-		!strings.Contains(err.Error(), "--range-ratio and --slo describe vllm bench serve runs, and this file is llama-bench") {
-		t.Errorf("--slo on a llama-bench file: %v", err)
-	}
-	if _, _, err := mtl(t, "peer", "import", filepath.Join("..", "..", "reports", "peers", "testdata", "llama-bench.json"), "--db", db, "--batch", "4"); err == nil ||
-		!strings.Contains(err.Error(), "--batch describes vllm bench runs, and this file is llama-bench, which records its own") {
-		t.Errorf("--batch on a llama-bench file: %v", err)
-	}
 
 	// vllm bench latency: the workload comes from the flags it ran with.
 	peer("vllm-latency.json", "--tag", "vllm-lat", "--batch", "2", "--prompt-len", "16", "--gen-len", "8")
@@ -230,6 +222,33 @@ func TestPeerFromHint(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "--from") != c.hint {
 			t.Errorf("%.30q: %v; want the --from hint %v", c.data, err, c.hint)
 		}
+	}
+}
+
+// A flag describing what a file's format records itself (the workload of
+// any but vLLM's, --model of mtlbench's own peer-run JSON, whose cases carry
+// mtlbench's model name) is refused naming the file, not dropped.
+func TestPeerImportRefusesFlagsTheFileRecords(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	llama := filepath.Join("..", "..", "reports", "peers", "testdata", "llama-bench.json")
+	hf := filepath.Join("testdata", "peer", "hf.json")
+	for _, tc := range []struct {
+		file string
+		flag []string
+		want string
+	}{
+		{llama, []string{"--slo", "ttft:5"}, llama + ": --range-ratio and --slo describe vllm bench serve runs, and this file is llama-bench"},
+		{llama, []string{"--batch", "4"}, llama + ": --batch describes vllm bench runs, and this file is llama-bench, which records its own"},
+		{hf, []string{"--batch", "4"}, hf + ": --batch describes vllm bench runs, and this file is mtlbench, which records its own"},
+		{hf, []string{"--model", "gpt2"}, hf + ": --model names the model of another tool's output, and this file is mtlbench, which records mtlbench's own"},
+	} {
+		_, _, err := mtl(t, append([]string{"peer", "import", tc.file, "--db", db}, tc.flag...)...)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s %s: %v, want %q", tc.file, strings.Join(tc.flag, " "), err, tc.want)
+		}
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Errorf("a refused import made the store %s", db)
 	}
 }
 
