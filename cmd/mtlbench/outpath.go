@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
+	"github.com/mtlbench/mtlbench/results"
 )
 
 // stdoutPath is the output path that means standard output, as most tools
@@ -97,17 +97,8 @@ func notAFolder(what, path, why string) error {
 	} else if err == nil {
 		return nil
 	}
-	// The nearest folder above that is there must be a folder for the
-	// missing ones to be made in it.
-	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
-		if st, err := os.Stat(dir); err == nil {
-			if !st.IsDir() {
-				return fmt.Errorf("%s %s: %s is a file, not a folder: %s", what, path, dir, why)
-			}
-			return nil
-		}
-		if dir == filepath.Dir(dir) {
-			return nil
-		}
+	if f := results.FileInPath(path); f != "" {
+		return fmt.Errorf("%s %s: %s is a file, not a folder: %s", what, path, f, why)
 	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"github.com/mtlbench/mtlbench/runner/tune"
@@ -122,24 +123,20 @@ func checkTunedOut(out string) error {
 	case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
 		return err
 	}
-	for d := filepath.Dir(out); ; d = filepath.Dir(d) {
-		if st, err := os.Stat(d); err == nil {
-			if !st.IsDir() {
-				return fmt.Errorf("%s is not a folder: the tuned configs cannot go in it (--out, --dir)", d)
-			}
-			return nil
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
+	if d := results.FileInPath(out); d != "" {
+		return fmt.Errorf("%s is not a folder: the tuned configs cannot go in it (--out, --dir)", d)
 	}
+	return nil
 }
 
-// tunedDir is --dir or the user's cache folder.
+// tunedDir is --dir or the user's cache folder; a --dir that is a file, or
+// is under one, is refused.
 func tunedDir(c *cli.Context) (string, error) {
 	if d := c.String("dir"); d != "" {
 		if st, err := os.Stat(d); err == nil && !st.IsDir() {
 			return "", fmt.Errorf("%s is not a folder: the tuned configs cannot go in it (--dir)", d)
+		} else if f := results.FileInPath(d); err != nil && f != "" {
+			return "", fmt.Errorf("%s is not a folder: the tuned configs cannot go in it (--dir %s)", f, d)
 		}
 		return d, nil
 	}
@@ -492,6 +489,9 @@ func tuneShow(c *cli.Context) error {
 	}
 	store := tune.Default(envconfig.TunedDir(), nil)
 	if d := c.String("dir"); d != "" {
+		if _, err := tunedDir(c); err != nil {
+			return err
+		}
 		l, err := tune.DirLayer(tune.FromUser, d)
 		if err != nil && !os.IsNotExist(err) {
 			return err
