@@ -10,8 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
-	"github.com/mtlbench/mtlbench/internal/readfile"
 )
 
 // shipped are the suites of this folder, built into the binary so that
@@ -80,7 +78,7 @@ func Resolve(arg string) (*Suite, error) {
 func Source(arg string) (file string, data []byte, err error) {
 	if fi, err := os.Stat(arg); err == nil {
 		if !fi.IsDir() || strings.ContainsAny(arg, `/\`) || !slices.Contains(ShippedNames(), strings.TrimSuffix(arg, ".yaml")) {
-			data, err := readfile.Read(arg, readfile.Suite, "a suite")
+			data, err := readSuite(arg)
 			return arg, data, err
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {

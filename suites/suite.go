@@ -111,7 +111,7 @@ func Load(path string) (*Suite, error) {
 		}
 		return Parse(path, data)
 	}
-	data, err := readfile.Read(path, readfile.Suite, "a suite")
+	data, err := readSuite(path)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func List(dir string) ([]Info, error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		data, err := readfile.Read(path, readfile.Suite, "a suite")
+		data, err := readSuite(path)
 		if err != nil {
 			out = append(out, Info{Path: path, Name: strings.TrimSuffix(name, filepath.Ext(name)), Err: err})
 			continue

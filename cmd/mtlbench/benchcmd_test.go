@@ -41,28 +41,9 @@ func TestBenchFlagErrors(t *testing.T) {
 	}
 }
 
-// An argument the printed commands (a resume line, bench's description)
-// carry reads back as one word, as written: a double quote left $ and `
-// to the shell, and # unquoted began a comment that dropped the rest of
-// the line (--resume included).
+// bench's description, which a printed suite and a resume line carry,
+// quotes its arguments as a shell reads them back (shquote.Quote).
 func TestShellQuote(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"plain/path-1.db", "plain/path-1.db"},
-		{"--db=/a/b.db", "--db=/a/b.db"},
-		{"", "''"},
-		{"my run", "'my run'"},
-		{"#42", "'#42'"},
-		{"run$HOME", "'run$HOME'"},
-		{"a`b`", "'a`b`'"},
-		{"it's", `'it'\''s'`},
-		{"~/x", "'~/x'"},
-		{"a\nb", "'a\nb'"},
-		{"ü.db", "'ü.db'"},
-	} {
-		if got := shellQuote(tc.in); got != tc.want {
-			t.Errorf("shellQuote(%q) = %s, want %s", tc.in, got, tc.want)
-		}
-	}
 	q := quickSpec{Model: "odd dir/a: b #c.gguf", Batch: []int{1}, Prompt: []int{4}, Gen: []int{2}, Repetitions: 1, WitnessGPU: "M2 Pro"}
 	if got, want := q.describe(), "-m 'odd dir/a: b #c.gguf' -b 1 -p 4 -n 2 -r 1 --witness-gpu 'M2 Pro'"; got != want {
 		t.Errorf("describe: %s, want %s", got, want)

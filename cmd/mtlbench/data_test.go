@@ -680,3 +680,35 @@ func TestShowBackendNotesColumn(t *testing.T) {
 		t.Errorf("jsonl backend_notes = %#v, want %q", row["backend_notes"], notes)
 	}
 }
+
+// The results database or a model given where a suite is wanted is named
+// for what it is, with the commands that read it, as an input error (exit
+// 2), by every command that takes a suite.
+func TestSuiteArgumentOfAnotherKind(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "results.db")
+	d, err := results.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	model := filepath.Join(dir, "tiny.gguf")
+	if err := os.WriteFile(model, []byte("GGUF\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dbHint := db + ": an SQLite database, not a suite (mtlbench keeps its results in one: list its runs with `mtlbench runs --db " + db + "`, or report them with `mtlbench report --db " + db + "`)"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", db, "--db", filepath.Join(dir, "store.db")}, dbHint},
+		{[]string{"suites", "validate", db}, dbHint},
+		{[]string{"suites", "show", model}, model + ": a GGUF model file, not a suite (benchmark it with `mtlbench bench -m " + model + "`"},
+		{[]string{"run", model, "--db", filepath.Join(dir, "store.db")}, "run it with `mtlbench generate --model " + model + "`"},
+	} {
+		_, stderr, err := mtl(t, tc.args...)
+		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error()+stderr, tc.want) {
+			t.Errorf("%v: exit %d, %v\n%s\nwant exit 2 and %q", tc.args, exitCode(err), err, stderr, tc.want)
+		}
+	}
+}

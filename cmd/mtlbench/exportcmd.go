@@ -280,9 +280,6 @@ func newerExport(format string) bool {
 	return ok && fb == base && err1 == nil && err2 == nil && n > have
 }
 
-// sqliteMagic begins every SQLite database file.
-const sqliteMagic = "SQLite format 3\x00"
-
 // readExport reads an export file, or stdin where path is "-", line by
 // line, checking each run. The runs of a version 2 export are counted
 // against its closing line (results.ExportEnd): one missing, or counting
@@ -301,7 +298,7 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 	br := bufio.NewReader(in)
 	// A results database given where its export was meant reads as a line
 	// of binary that JSON refuses at its first byte.
-	if head, _ := br.Peek(len(sqliteMagic)); string(head) == sqliteMagic {
+	if head, _ := br.Peek(readfile.HeadLen); readfile.KindOf(head) == readfile.SQLite {
 		return nil, fmt.Errorf("%s is an SQLite database (a results store?), not an export: import its runs from `mtlbench export --db %s -o runs.jsonl`", path, store)
 	}
 	// Another tool's output (or mtlbench's peer-run JSON) given where an

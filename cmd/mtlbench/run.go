@@ -20,6 +20,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/internal/plural"
+	"github.com/mtlbench/mtlbench/internal/shquote"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
@@ -539,19 +540,9 @@ func oneSuite(c *cli.Context, cmd string) error {
 	return nil
 }
 
-// shellQuote quotes an argument a shell would split or expand: anything
-// but a plain word goes in single quotes, inside which a POSIX shell
-// expands nothing ($, `, # and ! included); a quote in it closes them,
-// is escaped and opens them again.
-func shellQuote(a string) string {
-	plain := a != "" && !strings.ContainsFunc(a, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
-	})
-	if plain {
-		return a
-	}
-	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-}
+// shellQuote quotes an argument a shell would split or expand
+// (shquote.Quote).
+func shellQuote(a string) string { return shquote.Quote(a) }
 
 // lockstepReady is the line a --lockstep run prints before each
 // repetition; it then waits for a line on stdin (EOF: run freely).

@@ -33,6 +33,11 @@ type notAFile struct{ msg string }
 func (e *notAFile) Error() string        { return e.msg }
 func (e *notAFile) Is(target error) bool { return target == ErrNotAFile }
 
+// NotA is an error saying msg, about a path that holds something other than
+// the file wanted (a database given for a suite): an input error, as a
+// folder given for a file is, and ErrNotAFile.
+func NotA(msg string) error { return &notAFile{msg} }
+
 // Read returns the bytes of path, which may hold at most max bytes; what
 // names the file's kind in the error ("a suite").
 func Read(path string, max int64, what string) ([]byte, error) {
