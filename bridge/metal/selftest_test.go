@@ -133,7 +133,8 @@ cases:
 
 // A pipeline whose registers leave it fewer threads than the device's 1024
 // (as Apple's compiler may give a heavy kernel) still runs every kernel
-// that takes any number of simdgroups, with fewer of them; the tuner sees
+// that takes any number of simdgroups, with fewer of them (the norms and
+// argmax tuned to 1024 threads included); the tuner sees
 // the pipeline's limit; a matmul tile larger than the limit fails the step
 // with the reason instead of not running.
 func TestPipelineThreadLimits(t *testing.T) {
@@ -146,10 +147,18 @@ func TestPipelineThreadLimits(t *testing.T) {
 				return 64
 			}
 		}
+		// The row reductions, tuned to the device's 1024 threads, at three
+		// simdgroups: no power of two.
+		for _, p := range []string{"rms_norm", "add_rms_norm", "layer_norm", "add_layer_norm", "argmax"} {
+			if strings.HasPrefix(k, p) {
+				return 96
+			}
+		}
 		return 0
 	}
 	be, err := metal.New(emu.New(emu.Options{PipelineThreads: limited}), metal.Options{Tuning: metal.Tuning{
-		AttnSimdgroups: 8, AttnPrefillHeads: 8, MatVecSimdgroups: 8, MoESimdgroups: 8, MatVecMaxM: 8}})
+		AttnSimdgroups: 8, AttnPrefillHeads: 8, MatVecSimdgroups: 8, MoESimdgroups: 8, MatVecMaxM: 8,
+		NormThreads: 1024, ArgmaxThreads: 1024}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +170,7 @@ func TestPipelineThreadLimits(t *testing.T) {
 		want := 1024
 		switch {
 		case limited(l.Kernel) > 0:
-			want = 64
+			want = limited(l.Kernel)
 		case strings.HasPrefix(l.Kernel, "matmul_") || strings.HasPrefix(l.Kernel, "moe_mm_") || strings.HasPrefix(l.Kernel, "qmatmul_mm_") ||
 			strings.HasPrefix(l.Kernel, "qmoe_mm_"):
 			want = 512 // [[max_total_threads_per_threadgroup(MM_MAX_THREADS)]]
@@ -177,7 +186,8 @@ func TestPipelineThreadLimits(t *testing.T) {
 	n := 0
 	for _, c := range cases {
 		matvec := strings.HasPrefix(c.Name, "matmul/") && c.Kernel.DType == ops.BF16 && c.Kernel.Ints[ops.M] <= 8
-		if !matvec && !slices.ContainsFunc([]string{"decode-attention-kv", "prefill-attention", "moe"}, func(op string) bool { return strings.HasPrefix(c.Name, op+"/") }) {
+		if !matvec && !slices.ContainsFunc([]string{"decode-attention-kv", "prefill-attention", "moe", "rms-norm", "add-rms-norm", "layer-norm", "add-layer-norm", "argmax"},
+			func(op string) bool { return strings.HasPrefix(c.Name, op+"/") }) {
 			continue
 		}
 		b, err := kbench.Prepare(be, c.Kernel)
