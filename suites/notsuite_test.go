@@ -11,9 +11,10 @@ import (
 	"github.com/mtlbench/mtlbench/internal/readfile"
 )
 
-// A results database, a GGUF file or a safetensors file given as a suite is
-// named for what it is and for the commands that read it, read whole or
-// too large to be; a suite that begins like one is still read as a suite.
+// A results database, a GGUF file, a safetensors file or a checkpoint
+// folder given as a suite is named for what it is and for the commands that
+// read it, read whole or too large to be; a suite that begins like one is
+// still read as a suite, and another folder is only not one.
 func TestNotASuite(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
@@ -37,6 +38,7 @@ func TestNotASuite(t *testing.T) {
 	spaced := write("my runs.db", sqlite)
 	model := write("qwen.gguf", gguf)
 	st := write("ckpt/model.safetensors", safetensors)
+	ckpt := filepath.Dir(write("ckpt/config.json", []byte(`{"model_type": "qwen3"}`)))
 	// Past a suite's bound, as real models are: told by their first bytes.
 	big := write("big.gguf", gguf)
 	if err := os.Truncate(big, readfile.Suite+1); err != nil {
@@ -49,6 +51,7 @@ func TestNotASuite(t *testing.T) {
 		{"quoted path", spaced, "`mtlbench runs --db '" + spaced + "'`"},
 		{"gguf", model, model + ": a GGUF model file, not a suite (benchmark it with `mtlbench bench -m " + model + "`, run it with `mtlbench generate --model " + model + "`, or name it in a suite's model: {path: ...})"},
 		{"gguf too large to read", big, big + ": a GGUF model file, not a suite (benchmark it with `mtlbench bench -m " + big + "`"},
+		{"checkpoint folder", ckpt, ckpt + ": a checkpoint folder (it holds config.json), not a suite (benchmark it with `mtlbench bench -m " + ckpt + "`, run it with `mtlbench generate --model " + ckpt + "`, or name it in a suite's model: {path: ...})"},
 		{"safetensors", st, st + ": a safetensors weights file, not a suite (a checkpoint is the folder that holds it and its config.json: benchmark it with `mtlbench bench -m " + filepath.Dir(st) + "`"},
 	} {
 		for _, read := range []struct {
@@ -67,6 +70,10 @@ func TestNotASuite(t *testing.T) {
 				t.Errorf("%s: %s: %v is not an input error (readfile.ErrNotAFile)", tc.name, read.name, err)
 			}
 		}
+	}
+
+	if _, err := Load(dir); err == nil || err.Error() != dir+": a folder, not a suite" {
+		t.Errorf("a folder that is no checkpoint: %v", err)
 	}
 
 	// Suites whose first bytes look like a format's are suites.
