@@ -36,7 +36,8 @@ func KVWrite(kc, vc, k, v []float32, slots []int32, l PagedLayout) {
 // QueryStartLoc[s]..QueryStartLoc[s+1] are the query tokens of sequence s;
 // SeqLens[s] is its FULL length after this step (cached plus new tokens), so
 // query token i of a sequence with q new tokens sits at position
-// SeqLens[s]-q+i and attends to positions 0..that position.
+// SeqLens[s]-q+i and attends to positions 0..that position (or the last
+// window of them: PagedAttention's window).
 type AttnBatch struct {
 	QueryStartLoc []int32
 	SeqLens       []int32
@@ -47,8 +48,10 @@ type AttnBatch struct {
 // PagedAttention computes causal attention for every query token of q
 // ([tokens][heads*head_dim]) against the paged cache, which must already hold
 // the keys and values of the new tokens. GQA maps query head h to kv head
-// h/(heads/kv_heads).
-func PagedAttention(out, q, kc, vc []float32, b AttnBatch, heads int, l PagedLayout, scale float32) {
+// h/(heads/kv_heads). A window > 0 slides it: the query at position p
+// attends to the keys at p-window < j <= p (transformers' sliding mask,
+// kv_idx > q_idx - sliding_window); 0 attends to every earlier position.
+func PagedAttention(out, q, kc, vc []float32, b AttnBatch, heads int, l PagedLayout, scale float32, window int) {
 	d := l.HeadDim
 	group := heads / l.KVHeads
 	for s := 0; s+1 < len(b.QueryStartLoc); s++ {
@@ -57,11 +60,12 @@ func PagedAttention(out, q, kc, vc []float32, b AttnBatch, heads int, l PagedLay
 		table := b.BlockTable[s*b.MaxBlocks : (s+1)*b.MaxBlocks]
 		for t := q0; t < q1; t++ {
 			pos := seqLen - (q1 - q0) + (t - q0)
+			lo := WindowStart(pos, window)
 			for h := 0; h < heads; h++ {
 				qv := q[(t*heads+h)*d : (t*heads+h+1)*d]
 				scores := make([]float64, pos+1)
 				mx := math.Inf(-1)
-				for j := 0; j <= pos; j++ {
+				for j := lo; j <= pos; j++ {
 					slot := table[j/l.BlockSize]*int32(l.BlockSize) + int32(j%l.BlockSize)
 					o := l.Index(slot, h/group)
 					var dot float64
@@ -72,12 +76,12 @@ func PagedAttention(out, q, kc, vc []float32, b AttnBatch, heads int, l PagedLay
 					mx = math.Max(mx, scores[j])
 				}
 				var sum float64
-				for j := range scores {
+				for j := lo; j <= pos; j++ {
 					scores[j] = math.Exp(scores[j] - mx)
 					sum += scores[j]
 				}
 				acc := make([]float64, d)
-				for j := 0; j <= pos; j++ {
+				for j := lo; j <= pos; j++ {
 					slot := table[j/l.BlockSize]*int32(l.BlockSize) + int32(j%l.BlockSize)
 					o := l.Index(slot, h/group)
 					p := scores[j] / sum
@@ -95,17 +99,19 @@ func PagedAttention(out, q, kc, vc []float32, b AttnBatch, heads int, l PagedLay
 
 // CausalAttention is attention over contiguous k and v ([tokens][kv_heads*
 // head_dim]) for one sequence whose tokens start at position 0: the plain
-// textbook form that paged attention must equal.
-func CausalAttention(out, q, k, v []float32, tokens, heads, kvHeads, headDim int, scale float32) {
+// textbook form that paged attention must equal, over the last window
+// positions where window > 0 (as PagedAttention).
+func CausalAttention(out, q, k, v []float32, tokens, heads, kvHeads, headDim int, scale float32, window int) {
 	d := headDim
 	group := heads / kvHeads
 	for t := 0; t < tokens; t++ {
 		for h := 0; h < heads; h++ {
 			qv := q[(t*heads+h)*d : (t*heads+h+1)*d]
 			kh := h / group
+			lo := WindowStart(t, window)
 			scores := make([]float64, t+1)
 			mx := math.Inf(-1)
-			for j := 0; j <= t; j++ {
+			for j := lo; j <= t; j++ {
 				var dot float64
 				for i := 0; i < d; i++ {
 					dot += float64(qv[i]) * float64(k[(j*kvHeads+kh)*d+i])
@@ -114,17 +120,26 @@ func CausalAttention(out, q, k, v []float32, tokens, heads, kvHeads, headDim int
 				mx = math.Max(mx, scores[j])
 			}
 			var sum float64
-			for j := range scores {
+			for j := lo; j <= t; j++ {
 				scores[j] = math.Exp(scores[j] - mx)
 				sum += scores[j]
 			}
 			for i := 0; i < d; i++ {
 				var acc float64
-				for j := 0; j <= t; j++ {
+				for j := lo; j <= t; j++ {
 					acc += scores[j] / sum * float64(v[(j*kvHeads+kh)*d+i])
 				}
 				out[(t*heads+h)*d+i] = float32(acc)
 			}
 		}
 	}
+}
+
+// WindowStart is the first position a query at pos attends to under a
+// sliding window (0: none, every position from 0).
+func WindowStart(pos, window int) int {
+	if window > 0 && pos-window+1 > 0 {
+		return pos - window + 1
+	}
+	return 0
 }

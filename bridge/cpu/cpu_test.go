@@ -142,7 +142,7 @@ func TestAttentionRaggedBatch(t *testing.T) {
 				bridge.KVCache{K: f32T(kc, len(kc)), V: f32T(vc, len(vc)), BlockSize: c.bs}, c.heads, c.kv, c.dim, scale)
 			kernels.KVWrite(kc2, vc2, k, v, meta.SlotMapping, l)
 			want := make([]float32, len(q))
-			kernels.PagedAttention(want, q, kc2, vc2, kernels.AttnBatch{QueryStartLoc: meta.QueryStartLoc, SeqLens: meta.SeqLens, BlockTable: meta.BlockTable, MaxBlocks: maxBlocks}, c.heads, l, scale)
+			kernels.PagedAttention(want, q, kc2, vc2, kernels.AttnBatch{QueryStartLoc: meta.QueryStartLoc, SeqLens: meta.SeqLens, BlockTable: meta.BlockTable, MaxBlocks: maxBlocks}, c.heads, l, scale, 0)
 			if d := kernels.MaxAbsDiff(got, want); d > 1e-5 {
 				t.Errorf("max error %g", d)
 			}

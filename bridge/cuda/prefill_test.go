@@ -259,7 +259,7 @@ func checkAttention(t *testing.T, b *Backend, kvdt bridge.DType, c attnCase) {
 	scale := float32(1 / math.Sqrt(float64(c.headDim)))
 	want := make([]float32, T*c.heads*c.headDim)
 	kernels.PagedAttention(want, q, wantK, wantV, kernels.AttnBatch{QueryStartLoc: qsl, SeqLens: seqLens, BlockTable: table,
-		MaxBlocks: maxBlocks}, c.heads, layout, scale)
+		MaxBlocks: maxBlocks}, c.heads, layout, scale, 0)
 
 	nan := make([]float32, len(want))
 	for i := range nan {

@@ -154,7 +154,7 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 			}
 		}
 		want := make([]float32, len(rows)*H*D)
-		kernels.PagedAttention(want, gatherRows(qs, rows, H*D), kcs, vcs, batch, H, l, scale)
+		kernels.PagedAttention(want, gatherRows(qs, rows, H*D), kcs, vcs, batch, H, l, scale, 0)
 		return max(maxDiff(gatherRows(got, rows, H*D), want), cacheErr), maxAbs(want), nil
 	}
 	return nil
