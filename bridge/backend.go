@@ -222,8 +222,9 @@ type Backend interface {
 	// (Qwen3's QK-norm), by rot's frequencies.
 	RoPE(q, k, qNorm, kNorm Tensor, heads, kvHeads, headDim int, rot kernels.Rotary, eps float32)
 	// Attention writes k and v into the cache through the slot mapping, then
-	// runs causal paged attention of q over each sequence's cached context.
-	Attention(out, q, k, v Tensor, cache KVCache, heads, kvHeads, headDim int, scale float32)
+	// runs causal paged attention of q over each sequence's cached context,
+	// or its last window positions where window > 0 (AttentionOp.Window).
+	Attention(out, q, k, v Tensor, cache KVCache, heads, kvHeads, headDim int, scale float32, window int)
 	SiLUMul(out, gate, up Tensor)
 	Add(out, a, b Tensor)
 	// MoE runs a sparse expert block: route, dispatch, combine.
@@ -371,6 +372,15 @@ type MatmulPeakProber interface {
 // device's memory read bandwidth, in bytes/s: the roofline of decode.
 type BandwidthProber interface {
 	MeasureBandwidth() (float64, error)
+}
+
+// WindowRunner is implemented by backends whose attention runs a sliding
+// window (AttentionOp.Window) past its length. The engine refuses a
+// request longer than a model's window on any other backend, which would
+// attend to positions the model does not (docs/architecture.md, "Sliding
+// windows").
+type WindowRunner interface {
+	RunsWindows() bool
 }
 
 // KVCacheDTypes is a backend whose attention reads a KV cache in other

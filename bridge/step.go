@@ -75,6 +75,10 @@ type AttentionOp struct {
 	Cache                   KVCache
 	Heads, KVHeads, HeadDim int
 	Scale                   float32
+	// Window is the layer's sliding window (0: none): the query at
+	// position p attends to the keys at p-Window < j <= p (kernels.
+	// PagedAttention). The cache keeps every position either way.
+	Window int
 	// Operand is the model's weight dtype: a backend whose prefill
 	// attention runs on matrix units may round Q, K, V and the softmax
 	// weights to a half type when it is one; F32 keeps attention in f32.
@@ -391,7 +395,7 @@ func Exec(be Backend, op Op) {
 	case *RoPEOp:
 		be.RoPE(o.Q, o.K, o.QNorm, o.KNorm, o.Heads, o.KVHeads, o.HeadDim, o.Rotary, o.Eps)
 	case *AttentionOp:
-		be.Attention(o.Out, o.Q, o.K, o.V, o.Cache, o.Heads, o.KVHeads, o.HeadDim, o.Scale)
+		be.Attention(o.Out, o.Q, o.K, o.V, o.Cache, o.Heads, o.KVHeads, o.HeadDim, o.Scale, o.Window)
 	case *SiLUMulOp:
 		be.SiLUMul(o.Out, o.Gate, o.Up)
 	case *AddOp:

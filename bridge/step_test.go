@@ -135,7 +135,7 @@ func (c *counter) SiLUMul(_, _, _ Tensor)                                       
 func (c *counter) Embedding(_, _ Tensor)                                            { c.n++ }
 func (c *counter) Argmax(_, _ Tensor)                                               { c.n++ }
 func (c *counter) RoPE(_, _, _, _ Tensor, _, _, _ int, _ kernels.Rotary, _ float32) { c.n++ }
-func (c *counter) Attention(_, _, _, _ Tensor, _ KVCache, _, _, _ int, _ float32) {
+func (c *counter) Attention(_, _, _, _ Tensor, _ KVCache, _, _, _ int, _ float32, _ int) {
 	c.n++
 }
 

@@ -305,7 +305,11 @@ func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim
 	apply(f32s(k), kNorm, kvHeads)
 }
 
-func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
+// RunsWindows: Attention reads a sliding window's keys alone
+// (bridge.WindowRunner).
+func (b *Backend) RunsWindows() bool { return true }
+
+func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, window int) {
 	m := b.meta
 	l := kernels.PagedLayout{BlockSize: cache.BlockSize, KVHeads: kvHeads, HeadDim: headDim}
 	kc, vc := f32s(cache.K), f32s(cache.V)
@@ -315,7 +319,9 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	// share the K and V rows they read, so a token's scores are one GEMM of
 	// the group's q rows with each block's keys (a kv head's rows of a block
 	// are contiguous), and each head's output the block's value rows
-	// weighted by its probabilities (vec.AxpyRows), in position order.
+	// weighted by its probabilities (vec.AxpyRows), in position order. A
+	// sliding window starts a token's keys at lo, a whole number of
+	// blocks in and then some rows of its first block.
 	group, bs := heads/kvHeads, l.BlockSize
 	b.pool.forEach(m.NumSeqs*kvHeads, func(item int) {
 		s, kh := item/kvHeads, item%kvHeads
@@ -330,14 +336,16 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		p := (*buf)[:group*n]
 		for t := q0; t < q1; t++ {
 			valid := n - (q1 - q0) + (t - q0) + 1 // the token's own position and those before
+			lo := kernels.WindowStart(valid-1, window)
 			qt := qs[(t*heads+kh*group)*headDim : (t*heads+(kh+1)*group)*headDim]
-			for j0 := 0; j0 < valid; j0 += bs {
-				w := min(bs, valid-j0)
-				kb := kc[l.Index(table[j0/bs]*int32(bs), kh):]
+			for j0 := lo; j0 < valid; {
+				w := min(bs-j0%bs, valid-j0)
+				kb := kc[l.Index(table[j0/bs]*int32(bs)+int32(j0%bs), kh):]
 				vec.GemmF32(p[j0:], n, qt, kb[:w*headDim], group, w, headDim)
+				j0 += w
 			}
 			for h := 0; h < group; h++ {
-				row := p[h*n : h*n+valid]
+				row := p[h*n+lo : h*n+valid]
 				mx := float32(math.Inf(-1))
 				for j := range row {
 					row[j] *= scale
@@ -351,10 +359,11 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 				}
 				acc := o[(t*heads+kh*group+h)*headDim : (t*heads+kh*group+h+1)*headDim]
 				clear(acc)
-				for j0 := 0; j0 < valid; j0 += bs {
-					w := min(bs, valid-j0)
-					vb := vc[l.Index(table[j0/bs]*int32(bs), kh):]
-					vec.AxpyRows(acc, row[j0:j0+w], vb[:w*headDim], headDim)
+				for j0 := lo; j0 < valid; {
+					w := min(bs-j0%bs, valid-j0)
+					vb := vc[l.Index(table[j0/bs]*int32(bs)+int32(j0%bs), kh):]
+					vec.AxpyRows(acc, row[j0-lo:j0-lo+w], vb[:w*headDim], headDim)
+					j0 += w
 				}
 			}
 		}

@@ -101,10 +101,15 @@ func TestNormsRoPEAndActivations(t *testing.T) {
 }
 
 // The CPU attention over a ragged batch (a prefill chunk, decodes, a fresh
-// prompt) equals the reference, for every GQA ratio and block size.
+// prompt) equals the reference, for every GQA ratio and block size, and
+// with sliding windows shorter than a block, across blocks, of the
+// sequences' length and longer.
 func TestAttentionRaggedBatch(t *testing.T) {
-	for _, c := range []struct{ heads, kv, dim, bs int }{{8, 8, 32, 16}, {8, 2, 64, 8}, {8, 1, 128, 32}, {4, 4, 96, 16}} {
-		t.Run(fmt.Sprintf("h%d_kv%d_d%d_bs%d", c.heads, c.kv, c.dim, c.bs), func(t *testing.T) {
+	for _, c := range []struct{ heads, kv, dim, bs, window int }{
+		{8, 8, 32, 16, 0}, {8, 2, 64, 8, 0}, {8, 1, 128, 32, 0}, {4, 4, 96, 16, 0},
+		{8, 2, 64, 8, 3}, {8, 2, 64, 8, 13}, {8, 1, 32, 16, 1}, {4, 4, 32, 16, 41}, {4, 2, 32, 32, 100},
+	} {
+		t.Run(fmt.Sprintf("h%d_kv%d_d%d_bs%d_w%d", c.heads, c.kv, c.dim, c.bs, c.window), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(4, uint64(c.dim)))
 			// (cached, new) tokens per sequence
 			seqs := [][2]int{{0, 9}, {40, 1}, {15, 1}, {33, 5}, {0, 1}}
@@ -139,10 +144,10 @@ func TestAttentionRaggedBatch(t *testing.T) {
 			got := make([]float32, len(q))
 			scale := float32(1 / math.Sqrt(float64(c.dim)))
 			b.Attention(f32T(got, T, c.heads*c.dim), f32T(q, T, c.heads*c.dim), f32T(k, T, c.kv*c.dim), f32T(v, T, c.kv*c.dim),
-				bridge.KVCache{K: f32T(kc, len(kc)), V: f32T(vc, len(vc)), BlockSize: c.bs}, c.heads, c.kv, c.dim, scale)
+				bridge.KVCache{K: f32T(kc, len(kc)), V: f32T(vc, len(vc)), BlockSize: c.bs}, c.heads, c.kv, c.dim, scale, c.window)
 			kernels.KVWrite(kc2, vc2, k, v, meta.SlotMapping, l)
 			want := make([]float32, len(q))
-			kernels.PagedAttention(want, q, kc2, vc2, kernels.AttnBatch{QueryStartLoc: meta.QueryStartLoc, SeqLens: meta.SeqLens, BlockTable: meta.BlockTable, MaxBlocks: maxBlocks}, c.heads, l, scale, 0)
+			kernels.PagedAttention(want, q, kc2, vc2, kernels.AttnBatch{QueryStartLoc: meta.QueryStartLoc, SeqLens: meta.SeqLens, BlockTable: meta.BlockTable, MaxBlocks: maxBlocks}, c.heads, l, scale, c.window)
 			if d := kernels.MaxAbsDiff(got, want); d > 1e-5 {
 				t.Errorf("max error %g", d)
 			}
@@ -221,7 +226,7 @@ func BenchmarkAttentionDecode(b *testing.B) {
 				cache := bridge.KVCache{K: f32T(kc, len(kc)), V: f32T(vc, len(vc)), BlockSize: bs}
 				for b.Loop() {
 					be.Attention(f32T(out, 1, heads*dim), f32T(q, 1, heads*dim), f32T(k, 1, kv*dim), f32T(v, 1, kv*dim),
-						cache, heads, kv, dim, 0.125)
+						cache, heads, kv, dim, 0.125, 0)
 				}
 			})
 		}

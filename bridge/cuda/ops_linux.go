@@ -335,7 +335,7 @@ func (b *Backend) ropeTable(headDim int, rot kernels.Rotary) uint64 {
 	return d.ptr
 }
 
-func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
+func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, window int) {
 	b.attention(out, q, k, v, cache, heads, kvHeads, headDim, scale, nil)
 }
 

@@ -163,7 +163,7 @@ func (m *benchModel) forward() {
 		be.Mark(l, bridge.CompAttention, "rope")
 		be.RoPE(m.q, m.k, ly.qNorm, ly.kNorm, c.Heads, c.KVHeads, c.HeadDim, rot, c.Eps)
 		be.Mark(l, bridge.CompAttention, "paged_attention")
-		be.Attention(m.attn, m.q, m.k, m.v, ly.cache, c.Heads, c.KVHeads, c.HeadDim, scale)
+		be.Attention(m.attn, m.q, m.k, m.v, ly.cache, c.Heads, c.KVHeads, c.HeadDim, scale, 0)
 		be.Mark(l, bridge.CompAttention, "o_proj")
 		be.MatMul(m.o, m.attn, ly.wo, nil)
 		be.Mark(l, bridge.CompNorm, "post_attention_norm")

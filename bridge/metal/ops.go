@@ -429,7 +429,7 @@ func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim
 	b.dispatchGroups(p, [3]int{ceilDiv(heads+kvHeads, nh), T, 1}, [3]int{32 * nh, 1, 1})
 }
 
-func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
+func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, window int) {
 	b.attention(out, q, k, v, cache, heads, kvHeads, headDim, scale, nil)
 }
 

@@ -106,7 +106,7 @@ func runNaNPrefill(t *testing.T, be *Backend, dt bridge.DType, heads, kvHeads, D
 	if err := be.BeginStep(meta, tokens, false); err != nil {
 		t.Fatal(err)
 	}
-	be.Attention(out, q, k, v, bridge.KVCache{K: kc, V: vc, BlockSize: bs}, heads, kvHeads, D, float32(1/math.Sqrt(float64(D))))
+	be.Attention(out, q, k, v, bridge.KVCache{K: kc, V: vc, BlockSize: bs}, heads, kvHeads, D, float32(1/math.Sqrt(float64(D))), 0)
 	if _, err := be.EndStep(); err != nil {
 		t.Fatal(err)
 	}

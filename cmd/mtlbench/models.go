@@ -229,9 +229,13 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 		}
 		if cfg.Window > 0 {
 			row["sliding_window"] = cfg.Window
-			if n, what := cfg.Context(); n == cfg.Window {
-				t.Notes = append(t.Notes, table.Notef("%s: requests run up to its %s", name, what))
+			slide := 0
+			for l := range cfg.ModelLayers {
+				if cfg.LayerWindow(l) > 0 {
+					slide++
+				}
 			}
+			t.Notes = append(t.Notes, table.Notef("%s: %d of %d layers attend over a %d-token sliding window (the KV cache keeps every position)", name, slide, cfg.ModelLayers, cfg.Window))
 		}
 		t.Data.Add(row)
 		src.Close()

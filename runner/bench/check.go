@@ -205,8 +205,7 @@ func dedupe(errs suites.ErrorList) suites.ErrorList {
 
 // checkPositions rejects a case whose sequences outgrow what the model runs
 // exactly (model.Config.Context): the positions it was trained for (its
-// rotary tables and, for learned embeddings, its position table end there)
-// or a shorter sliding window.
+// rotary tables and, for learned embeddings, its position table end there).
 func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 	mp := c.Model
 	n, what := cfg.Context()

@@ -159,7 +159,7 @@ func (nullBackend) Argmax(out, logits bridge.Tensor)                            
 func (nullBackend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {}
 func (nullBackend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, rot kernels.Rotary, eps float32) {
 }
-func (nullBackend) Attention(out, q, k, v bridge.Tensor, c bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
+func (nullBackend) Attention(out, q, k, v bridge.Tensor, c bridge.KVCache, heads, kvHeads, headDim int, scale float32, window int) {
 }
 
 // BenchmarkStepHost is the engine's host cost of a batch-1 decode step

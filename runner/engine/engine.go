@@ -195,6 +195,13 @@ type reqState struct {
 	sampler *sample.Sampler
 }
 
+// RunsWindows reports whether be's attention slides a model's window past
+// its length (bridge.WindowRunner).
+func RunsWindows(be bridge.Backend) bool {
+	w, ok := be.(bridge.WindowRunner)
+	return ok && w.RunsWindows()
+}
+
 // KVDType resolves a requested KV cache dtype (Options.KVDType) for a model
 // of dtype model on be.
 func KVDType(be bridge.Backend, model bridge.DType, requested string) (bridge.DType, error) {
@@ -431,6 +438,12 @@ func (e *Engine) check(r Request) (*sched.Seq, error) {
 	// Against the room the prompt leaves, which cannot wrap as a sum can.
 	if n, what := e.cfg.Context(); n > 0 && r.MaxNewTokens > n-len(r.Prompt) {
 		return nil, fmt.Errorf("%s: %d prompt + %d new tokens exceed the model's %s", r.label(), len(r.Prompt), r.MaxNewTokens, what)
+	}
+	// Within its window a sliding layer attends to every position, so a
+	// backend that does not slide runs a request that fits it exactly.
+	if w := e.cfg.Window; w > 0 && !RunsWindows(e.be) && r.MaxNewTokens > w-len(r.Prompt) {
+		return nil, fmt.Errorf("%s: %d prompt + %d new tokens exceed the model's %d-token sliding window, which the %s backend does not run past",
+			r.label(), len(r.Prompt), r.MaxNewTokens, w, e.be.Info().Backend)
 	}
 	if err := r.Sampling.Check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", r.label(), err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
@@ -85,9 +86,15 @@ func slicesClose(a, b []float32) bool {
 	return len(a) == len(b)
 }
 
-// A model with a sliding window runs exactly (transformers' full-attention
-// logits) up to it, and a request beyond it is refused before it runs,
-// saying why.
+// windowless hides its backend's sliding window (bridge.WindowRunner), as
+// a backend whose attention does not slide.
+type windowless struct{ bridge.Backend }
+
+// A model with a sliding window runs past it on a backend that slides
+// (transformers' logits within the window, where every layer attends to
+// every position), and only within it on one that does not; the
+// positions bound every backend. Each refusal comes before the request
+// runs, saying why.
 func TestSlidingWindowBoundsRequests(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"config.json", "model.safetensors"} {
@@ -101,13 +108,13 @@ func TestSlidingWindowBoundsRequests(t *testing.T) {
 				t.Fatal(err)
 			}
 			m["sliding_window"] = 24
+			m["max_position_embeddings"] = 40
 			b, _ = json.Marshal(m)
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e := openDir(t, dir, cpu.New(cpu.Options{}), Options{})
 	ref := loadReference(t, "mistral")
 	within := *ref
 	within.Prompts = nil
@@ -119,10 +126,29 @@ func TestSlidingWindowBoundsRequests(t *testing.T) {
 	if len(within.Prompts) == 0 || len(within.Prompts) == len(ref.Prompts) {
 		t.Fatalf("%d of %d prompts within the window: the case tests nothing", len(within.Prompts), len(ref.Prompts))
 	}
-	checkAgainstReference(t, e, &within, 1e-4)
 	long := ref.Prompts[len(ref.Prompts)-1]
-	err := e.Add(Request{ID: 9, Prompt: long.Tokens, MaxNewTokens: len(long.Greedy)})
-	if err == nil || !strings.Contains(err.Error(), "24-token sliding window") {
-		t.Fatalf("a request of %d tokens in a window of 24: %v", len(long.Tokens)+len(long.Greedy), err)
+	if n := len(long.Tokens) + len(long.Greedy); n <= 24 || n > 40 {
+		t.Fatalf("the longest prompt runs to %d tokens: not past the window within the positions", n)
+	}
+	for _, tc := range []struct {
+		name string
+		be   bridge.Backend
+		want string // the refusal past the window; "": it runs
+	}{
+		{"slides", cpu.New(cpu.Options{}), ""},
+		{"does not slide", windowless{cpu.New(cpu.Options{})}, "exceed the model's 24-token sliding window, which the cpu backend does not run past"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := openDir(t, dir, tc.be, Options{})
+			checkAgainstReference(t, e, &within, 1e-4)
+			_, err := e.Generate([]Request{{ID: 9, Prompt: long.Tokens, MaxNewTokens: len(long.Greedy)}})
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("a request of %d tokens in a window of 24: %v, want %q", len(long.Tokens)+len(long.Greedy), err, tc.want)
+			}
+			err = e.Add(Request{ID: 10, Prompt: long.Tokens, MaxNewTokens: 41 - len(long.Tokens)})
+			if err == nil || !strings.Contains(err.Error(), "exceed the model's 40 positions") {
+				t.Errorf("a request of 41 tokens in 40 positions: %v", err)
+			}
+		})
 	}
 }

@@ -114,7 +114,7 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	// leaves the cache as one call does.
 	b.call = func(i int) {
 		cache := bridge.KVCache{K: kcs[i%n].t, V: vcs[i%n].t, BlockSize: BS}
-		b.be.Attention(out, q.t, k.t, v.t, cache, H, KVH, D, scale)
+		b.be.Attention(out, q.t, k.t, v.t, cache, H, KVH, D, scale, 0)
 	}
 
 	b.check = func() (float64, float64, error) {

@@ -306,8 +306,8 @@ func TestBytesAndFlops(t *testing.T) {
 // faulty is a CPU backend with subtly wrong ops: Check must notice.
 type faulty struct{ *cpu.Backend }
 
-func (f faulty) Attention(out, q, k, v bridge.Tensor, c bridge.KVCache, h, kvh, d int, scale float32) {
-	f.Backend.Attention(out, q, k, v, c, h, kvh, d, scale*1.01)
+func (f faulty) Attention(out, q, k, v bridge.Tensor, c bridge.KVCache, h, kvh, d int, scale float32, window int) {
+	f.Backend.Attention(out, q, k, v, c, h, kvh, d, scale*1.01, window)
 }
 
 func (f faulty) MatMul(out, x, w, bias bridge.Tensor) {

@@ -29,9 +29,14 @@ type Config struct {
 	HeadDim      int
 	Inter        int // dense MLP width
 	MaxPos       int // positions a sequence may reach (0: no limit; the engine refuses longer requests)
-	// Window is a sliding attention window (0: none): the model runs
-	// exactly, with full attention, while a sequence is at most this long.
-	Window    int
+	// Window is a sliding attention window (0: none) over which the layers
+	// Sliding marks attend: the query at position p to the keys at
+	// p-Window < j <= p, as transformers' sliding mask; the others attend
+	// to every earlier position (LayerWindow).
+	Window int
+	// Sliding marks the layers that slide, one entry a model layer (nil
+	// without a window).
+	Sliding   []bool
 	RopeTheta float64
 	// RopeScaling rescales the rotary frequencies (rope_scaling: linear,
 	// llama3, yarn, which also scales the attention logits) and
@@ -493,14 +498,14 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	// transformers reads mlp_bias in LlamaConfig alone; other classes keep
 	// the key and build their MLPs without biases, as here.
 	c.MLPBias = h.MLPBias && spec.mlpBias
-	// A sliding window is attention over the last sliding_window tokens:
-	// full attention while a sequence is no longer, so the model runs
-	// exactly up to it (Window; the engine refuses longer requests).
-	// Mistral and Mixtral window whenever sliding_window is set (slides).
-	// The Qwen classes drop it unless use_sliding_window; Qwen2 and Qwen3
-	// then slide only the layers layer_types names, or else those from
-	// max_window_layers on (a model none of whose layers slides has no
-	// window), Qwen3-MoE every layer (windowAll).
+	// A sliding window is attention over the last sliding_window tokens,
+	// on the layers that slide (Window, Sliding). Mistral and Mixtral slide
+	// every layer whenever sliding_window is set (slides), a Mistral file
+	// read as Ministral the layers its layer_types names. The Qwen classes
+	// drop it unless use_sliding_window; Qwen2 and Qwen3 then slide only the
+	// layers layer_types names, or else those from max_window_layers on (a
+	// model none of whose layers slides has no window), Qwen3-MoE every
+	// layer (windowAll).
 	if h.SlidingWindow != nil && *h.SlidingWindow < 0 {
 		return nil, fmt.Errorf("%s: sliding_window=%d must not be negative (null or 0: none)", name, *h.SlidingWindow)
 	}
@@ -522,24 +527,29 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%s: layer_types with a null sliding_window: transformers reads a %s config that holds layer_types as Ministral, which builds the sliding-window mask whatever the layers (leave layer_types out, or give sliding_window)", name, arch)
 	}
 	if h.SlidingWindow != nil && *h.SlidingWindow > 0 {
-		on := spec.slides
-		if spec.ministral && h.LayerTypes != nil {
-			on = slices.Contains(h.LayerTypes, "sliding_attention")
+		use := h.UseSlidingWindow != nil && *h.UseSlidingWindow
+		from := spec.windowLayers
+		if h.MaxWindowLayers != nil {
+			from = *h.MaxWindowLayers
 		}
-		if !on && h.UseSlidingWindow != nil && *h.UseSlidingWindow && spec.windowAll {
-			on = true
-		} else if !on && h.UseSlidingWindow != nil && *h.UseSlidingWindow {
-			from := spec.windowLayers
-			if h.MaxWindowLayers != nil {
-				from = *h.MaxWindowLayers
-			}
-			on = from < h.NumHiddenLayers
-			if h.LayerTypes != nil {
-				on = slices.Contains(h.LayerTypes, "sliding_attention")
+		typed := func(i int) bool { return i < len(h.LayerTypes) && h.LayerTypes[i] == "sliding_attention" }
+		// Validate refuses more than MaxLayers layers; none is sized from
+		// the count before it.
+		slides := make([]bool, min(max(h.NumHiddenLayers, 0), MaxLayers+1))
+		for i := range slides {
+			switch {
+			case spec.ministral && h.LayerTypes != nil:
+				slides[i] = typed(i)
+			case spec.slides, use && spec.windowAll:
+				slides[i] = true
+			case use && h.LayerTypes != nil:
+				slides[i] = typed(i)
+			case use:
+				slides[i] = i >= from
 			}
 		}
-		if on {
-			c.Window = *h.SlidingWindow
+		if slices.Contains(slides, true) {
+			c.Window, c.Sliding = *h.SlidingWindow, slides
 		}
 	}
 	if h.AttentionBias != nil && *h.AttentionBias && spec.attnBias {
@@ -1140,14 +1150,20 @@ func parseRopeScaling(m map[string]any, maxPos int) (*kernels.RoPEScaling, error
 	return s, nil
 }
 
-// Context is the longest sequence the model runs exactly and what sets it:
-// its positions, or a shorter sliding window (attention over fewer tokens
-// than full attention past it, which mtlbench does not run); 0: no bound.
+// Context is the longest sequence the model runs and what sets it: its
+// positions (a sliding window bounds what a layer reads, not the
+// sequence); 0: no bound.
 func (c *Config) Context() (int, string) {
-	if c.Window > 0 && (c.MaxPos <= 0 || c.Window < c.MaxPos) {
-		return c.Window, fmt.Sprintf("%d-token sliding window (full attention only)", c.Window)
-	}
 	return c.MaxPos, fmt.Sprintf("%d positions", c.MaxPos)
+}
+
+// LayerWindow is layer l's sliding window, 0 where it attends to every
+// earlier position.
+func (c *Config) LayerWindow(l int) int {
+	if l < len(c.Sliding) && c.Sliding[l] {
+		return c.Window
+	}
+	return 0
 }
 
 // epsF32 is a config's norm epsilon as the kernels add it, in float32. A

@@ -606,52 +606,68 @@ func TestRopeScaledFrequencies(t *testing.T) {
 	}
 }
 
-// A sliding window bounds the sequences a model runs exactly (Context):
-// Mistral's whenever it is set; Qwen2's and Qwen3's, as transformers reads
-// them, only with use_sliding_window and a layer that slides (layer_types,
-// else the layers from max_window_layers on, 28 by default); Qwen3-MoE's
-// with use_sliding_window, on every layer; a window wider than the
-// positions bounds nothing.
+// A sliding window slides the layers transformers slides by it (Sliding,
+// LayerWindow): Mistral's and Mixtral's every layer whenever it is set, a
+// Mistral file with layer_types (Ministral) those it names; Qwen2's and
+// Qwen3's, only with use_sliding_window, the layers layer_types names, else
+// those from max_window_layers on (28 by default); Qwen3-MoE's with
+// use_sliding_window, every layer. It bounds no sequence: Context is the
+// positions.
 func TestSlidingWindow(t *testing.T) {
 	const dims = `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8, "max_position_embeddings": 32768`
+	const moe = `, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`
 	for _, c := range []struct {
 		arch, extra string
-		window, ctx int
+		window      int
+		layers      string // S: the layer slides, F: full attention
 	}{
-		{"MistralForCausalLM", `"sliding_window": 4096`, 4096, 4096},
-		{"MistralForCausalLM", `"sliding_window": null`, 0, 32768},
-		{"MistralForCausalLM", `"sliding_window": 65536`, 65536, 32768},
-		{"Qwen2ForCausalLM", `"sliding_window": 4096, "use_sliding_window": false`, 0, 32768},
-		{"Qwen2ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true`, 0, 32768},
-		{"Qwen2ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 1`, 4096, 4096},
-		{"Qwen2ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 2`, 0, 32768},
-		{"Qwen2ForCausalLM", `"use_sliding_window": true, "max_window_layers": 0`, 4096, 4096},
-		{"Qwen2ForCausalLM", `"sliding_window": null, "use_sliding_window": true, "max_window_layers": 0`, 0, 32768},
-		{"Qwen3ForCausalLM", `"sliding_window": 4096, "layer_types": ["full_attention", "sliding_attention"]`, 0, 32768},
-		{"Qwen3ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true, "layer_types": ["full_attention", "sliding_attention"]`, 4096, 4096},
-		{"Qwen3ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 0, "layer_types": ["full_attention", "full_attention"]`, 0, 32768},
-		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "max_window_layers": 1, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`, 2048, 2048},
+		{"MistralForCausalLM", `"sliding_window": 4096`, 4096, "SS"},
+		{"MistralForCausalLM", `"sliding_window": null`, 0, "FF"},
+		{"MistralForCausalLM", `"sliding_window": 65536`, 65536, "SS"},
+		{"MistralForCausalLM", `"sliding_window": 4096, "layer_types": ["sliding_attention", "full_attention"]`, 4096, "SF"},
+		{"MistralForCausalLM", `"sliding_window": 4096, "layer_types": ["full_attention", "full_attention"]`, 0, "FF"},
+		{"Qwen2ForCausalLM", `"sliding_window": 4096, "use_sliding_window": false`, 0, "FF"},
+		{"Qwen2ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true`, 0, "FF"},
+		{"Qwen2ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 1`, 4096, "FS"},
+		{"Qwen2ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 2`, 0, "FF"},
+		{"Qwen2ForCausalLM", `"use_sliding_window": true, "max_window_layers": 0`, 4096, "SS"},
+		{"Qwen2ForCausalLM", `"sliding_window": null, "use_sliding_window": true, "max_window_layers": 0`, 0, "FF"},
+		{"Qwen2ForCausalLM", `"sliding_window": 8, "use_sliding_window": true, "max_window_layers": 1, "layer_types": ["sliding_attention", "full_attention"]`, 8, "SF"},
+		{"Qwen3ForCausalLM", `"sliding_window": 4096, "layer_types": ["full_attention", "sliding_attention"]`, 0, "FF"},
+		{"Qwen3ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true, "layer_types": ["full_attention", "sliding_attention"]`, 4096, "FS"},
+		{"Qwen3ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 0, "layer_types": ["full_attention", "full_attention"]`, 0, "FF"},
+		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "max_window_layers": 1` + moe, 2048, "SS"},
 		// Qwen3MoeConfig reads no max_window_layers or layer_types, and
 		// Qwen3MoeModel slides every layer once sliding_window is kept.
-		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`, 2048, 2048},
-		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "max_window_layers": 2, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`, 2048, 2048},
-		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "layer_types": ["full_attention", "full_attention"], "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`, 2048, 2048},
-		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": false, "max_window_layers": 0, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`, 0, 32768},
-		{"LlamaForCausalLM", `"sliding_window": 4096`, 0, 32768},
-		{"MixtralForCausalLM", `"sliding_window": 4096, "num_local_experts": 4, "num_experts_per_tok": 2`, 4096, 4096},
-		{"MixtralForCausalLM", `"sliding_window": null, "num_local_experts": 4, "num_experts_per_tok": 2`, 0, 32768},
+		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true` + moe, 2048, "SS"},
+		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "max_window_layers": 2` + moe, 2048, "SS"},
+		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "layer_types": ["full_attention", "full_attention"]` + moe, 2048, "SS"},
+		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": false, "max_window_layers": 0` + moe, 0, "FF"},
+		{"LlamaForCausalLM", `"sliding_window": 4096`, 0, "FF"},
+		{"MixtralForCausalLM", `"sliding_window": 4096, "num_local_experts": 4, "num_experts_per_tok": 2`, 4096, "SS"},
+		{"MixtralForCausalLM", `"sliding_window": null, "num_local_experts": 4, "num_experts_per_tok": 2`, 0, "FF"},
 	} {
 		t.Run(c.arch+" "+c.extra, func(t *testing.T) {
 			cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["`+c.arch+`"], `+dims+`, `+c.extra+`}`))
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, what := cfg.Context()
-			if cfg.Window != c.window || n != c.ctx {
-				t.Fatalf("window %d, context %d (%s); want %d, %d", cfg.Window, n, what, c.window, c.ctx)
+			layers := ""
+			for l := range 2 {
+				switch w := cfg.LayerWindow(l); w {
+				case 0:
+					layers += "F"
+				case c.window:
+					layers += "S"
+				default:
+					t.Errorf("layer %d: window %d, want %d", l, w, c.window)
+				}
 			}
-			if c.window > 0 && c.window < 32768 && !strings.Contains(what, "sliding window") {
-				t.Errorf("context %q does not name the window", what)
+			if cfg.Window != c.window || layers != c.layers {
+				t.Errorf("window %d, layers %s; want %d, %s", cfg.Window, layers, c.window, c.layers)
+			}
+			if n, what := cfg.Context(); n != 32768 {
+				t.Errorf("context %d (%s), want the 32768 positions", n, what)
 			}
 		})
 	}

@@ -408,6 +408,13 @@ type candidateBackend struct {
 	moe *bridge.MoEParams
 }
 
+// RunsWindows is the inner backend's (bridge.WindowRunner), which the
+// embedding alone would hide.
+func (c *candidateBackend) RunsWindows() bool {
+	w, ok := c.Backend.(bridge.WindowRunner)
+	return ok && w.RunsWindows()
+}
+
 func (c *candidateBackend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
 	if c.moe != nil {
 		p = *c.moe
