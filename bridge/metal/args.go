@@ -80,7 +80,7 @@ type attnArgs struct {
 	NumTiles      uint32  `msl:"num_tiles"`
 	Eps           float32 `msl:"eps"`
 	MergeSlots    uint32  `msl:"merge_slots"`
-	Pad1          uint32  `msl:"_pad1"`
+	Window        uint32  `msl:"window"`
 }
 
 type argmaxArgs struct {

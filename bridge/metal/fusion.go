@@ -74,7 +74,7 @@ func (b *Backend) tryRoPEAttention(ops []bridge.Op, span int) (int, bridge.Op) {
 	if freqs == nil {
 		return 0, nil
 	}
-	b.attention(a.Out, a.Q, a.K, a.V, a.Cache, a.Heads, a.KVHeads, a.HeadDim, a.Scale, &attnRoPE{freqs: freqs, qn: qn, kn: kn, eps: r.Eps})
+	b.attention(a.Out, a.Q, a.K, a.V, a.Cache, a.Heads, a.KVHeads, a.HeadDim, a.Scale, a.Window, &attnRoPE{freqs: freqs, qn: qn, kn: kn, eps: r.Eps})
 	return 2, nil
 }
 

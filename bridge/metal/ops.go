@@ -430,8 +430,12 @@ func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim
 }
 
 func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, window int) {
-	b.attention(out, q, k, v, cache, heads, kvHeads, headDim, scale, nil)
+	b.attention(out, q, k, v, cache, heads, kvHeads, headDim, scale, window, nil)
 }
+
+// RunsWindows: the attention kernels start at a sliding window's first key
+// (AttnArgs.window; bridge.WindowRunner).
+func (b *Backend) RunsWindows() bool { return true }
 
 // attnRoPE is the RoPE a decode attention takes in (fusion.go).
 type attnRoPE struct {
@@ -449,7 +453,7 @@ func prefillTiled(tu *Tuning, maxQuery, blockSize, headDim int, kvdt bridge.DTyp
 
 // attention encodes paged attention, with rope applied to q and the new k
 // when set (decode steps with the KV write inside the attention only).
-func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, rope *attnRoPE) {
+func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, window int, rope *attnRoPE) {
 	o, qs, ks, vs, kc, vc := tt(out), tt(q), tt(k), tt(v), tt(cache.K), tt(cache.V)
 	if !b.checkF32("attention", o, qs, ks, vs) {
 		return
@@ -460,6 +464,10 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		return
 	}
 	D, BS := headDim, cache.BlockSize
+	if window < 0 {
+		b.fail("attention: sliding window %d (0: none)", window)
+		return
+	}
 	if kvHeads <= 0 || heads%kvHeads != 0 || BS <= 0 {
 		b.fail("attention: %d heads over %d kv heads, block size %d", heads, kvHeads, BS)
 		return
@@ -503,6 +511,9 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	a := attnArgs{NumTokens: uint32(T), NumSeqs: uint32(sec.numSeqs), Heads: uint32(heads), KVHeads: uint32(kvHeads),
 		HeadDim: uint32(D), BlockSize: uint32(BS), MaxBlocks: uint32(m.MaxBlocks), NumBlocks: uint32(kc.n / (kvHeads * BS * D)),
 		PartitionSize: uint32(psize), NumPartitions: uint32(parts), HeadsPerGroup: uint32(qh), Scale: scale}
+	if window <= math.MaxInt32 { // a longer one than int32 positions reach slides nothing
+		a.Window = uint32(window)
+	}
 	if rope != nil && (tu.AttnTwoPhase || tiled || m.MaxQueryLen > 1) {
 		b.fail("internal: RoPE fused into an attention that reads new keys from the cache")
 		return

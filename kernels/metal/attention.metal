@@ -5,7 +5,9 @@
 // paged_attention handles every query token of a step, decode or (chunked)
 // prefill: query token t of sequence s sits at position
 // seq_lens[s] - query_len + (t - query_start[s]) and attends causally to the
-// keys before it. Like MLX's sdpa_vector, lanes split head_dim (each lane
+// keys before it, or with a.window > 0 the last window of them (a sliding
+// window: keys p - window < j <= p; keys, partitions and key steps wholly
+// before it are skipped, not masked). Like MLX's sdpa_vector, lanes split head_dim (each lane
 // D/32 consecutive elements, read with one vector load) and each simdgroup
 // runs an online softmax over every nsg-th key; the simdgroups' partial
 // results meet in threadgroup memory. A threadgroup serves QH query heads of
@@ -169,6 +171,9 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     kbeg = int(part * a.partition_size);
     kend = min(kend, kbeg + int(a.partition_size));
   }
+  if (a.window > 0) {
+    kbeg = max(kbeg, pos + 1 - int(a.window)); // the window's first key
+  }
 
   // Each simdgroup walks its own run of the partition's keys, so a block's
   // table entry is looked up once a simdgroup, by one lane.
@@ -204,7 +209,20 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     }
   }
   if (kbeg >= kend) {
-    return; // a partition past this token's context
+    // A partition past this token's context, which the reduce does not
+    // read, or wholly before its window: neutral partials (no keys: m =
+    // NEG_MAX, l = 0, o = 0), though the reduce starts past it too.
+    if (attn_partitioned && a.window > 0 && int(part * a.partition_size) <= pos) {
+      for (uint i = tid; i < QH * hd; i += ntg) {
+        const ulong pi = (ulong(t) * a.heads + h0 + i / hd) * a.num_partitions + part;
+        out[pi * hd + i % hd] = 0.0f;
+        if (i % hd == 0) {
+          part_ml[2 * pi] = NEG_MAX;
+          part_ml[2 * pi + 1] = 0.0f;
+        }
+      }
+    }
+    return;
   }
 
   // The QH query heads, pre-scaled (and rotated, with attn_rope: simdgroup
@@ -395,7 +413,8 @@ INSTANTIATE_ATTN_D(256)
 
 // paged_attention_reduce combines the partitions of split-K attention: one
 // threadgroup per (token, head) of head_dim threads. Only the partitions
-// that hold keys of the token's context are read.
+// that hold keys of the token's context are read: from the one holding the
+// window's first key with a sliding window.
 kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device const float* part_o [[buffer(1)]],
                                    device const float* part_ml [[buffer(2)]],
                                    device const int* seq_lens [[buffer(3)]],
@@ -412,6 +431,7 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
   const int qlen = query_start[s + 1] - q0;
   const uint ctx = uint(seq_lens[s] - qlen + int(t) - q0 + 1);
   const uint np = min((ctx + a.partition_size - 1) / a.partition_size, a.num_partitions);
+  const uint p0 = a.window > 0 && ctx > a.window ? (ctx - a.window) / a.partition_size : 0;
   const ulong base = (ulong(t) * a.heads + h) * a.num_partitions;
   // The partitions' maxima and sums are read once per threadgroup, not by
   // every thread: the overall maximum by a reduction, then each partition's
@@ -419,7 +439,7 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
   threadgroup float red[32];
   threadgroup float fw[REDUCE_CHUNK], fl[REDUCE_CHUNK];
   float mx = NEG_MAX;
-  for (uint p = tid; p < np; p += 32u * nsg) {
+  for (uint p = p0 + tid; p < np; p += 32u * nsg) {
     mx = max(mx, part_ml[2 * (base + p)]);
   }
   mx = simd_max(mx);
@@ -433,7 +453,7 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
   }
   const uint d = tid; // one element of the head per thread (D threads)
   float Ls = 0.0f, O = 0.0f;
-  for (uint c0 = 0; c0 < np; c0 += REDUCE_CHUNK) {
+  for (uint c0 = p0; c0 < np; c0 += REDUCE_CHUNK) {
     const uint n = min(uint(REDUCE_CHUNK), np - c0);
     if (tid < n) {
       const float f = exp(part_ml[2 * (base + c0 + tid)] - M);
@@ -557,14 +577,24 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
   }
   const int qpos = pos0 + r0 + fm;
   float m = NEG_MAX, l = 0.0f; // row fm's running max and sum
+  // A sliding window: the tile's steps start at the step holding its first
+  // query's first key, this simdgroup's key groups at its first row's, and
+  // row fm sees keys past qlo (masked only in groups that cross it).
+  int step0 = 0, gmin = -8, qlo = -1; // no window: no group skipped or masked
+  if (a.window > 0) {
+    step0 = max(0, pos0 + 1 - int(a.window)) / BK;
+    gmin = pos0 + r0 + 1 - int(a.window);
+    qlo = qpos - int(a.window);
+  }
 
   int bi = -1, blk = -1;
   const int steps = (kend + BK - 1) / BK;
   if (attn_stages == 2) {
-    prefill_stage<KV, S>(a, kc, vc, bt, 0, kend, kvh, st, st + BK * LD, D, LD, tid, ntg, stats, bi, blk);
+    threadgroup S* K0 = st + 2 * (step0 & 1) * BK * LD;
+    prefill_stage<KV, S>(a, kc, vc, bt, step0 * BK, kend, kvh, K0, K0 + BK * LD, D, LD, tid, ntg, stats, bi, blk);
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
-  for (int step = 0; step < steps; step++) {
+  for (int step = step0; step < steps; step++) {
     const int cur = attn_stages == 2 ? (step & 1) : 0;
     threadgroup S* Ks = st + 2 * cur * BK * LD;
     threadgroup S* Vs = Ks + BK * LD;
@@ -574,6 +604,9 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
     }
     for (int g = 0; g < BK && step * BK + g < kmine; g += 8) {
       const int j0 = step * BK + g;
+      if (j0 + 8 <= gmin) {
+        continue; // before every row's window
+      }
       simdgroup_float8x8 sf = make_filled_simdgroup_matrix<float, 8>(0.0f);
       for (int c = 0; c < DC; c++) {
         simdgroup_matrix<S, 8, 8> kt;
@@ -583,8 +616,12 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
       // Causal mask, then the online softmax of row fm: its four lanes
       // (lane bits 0 and 3) hold its eight scores.
       thread auto& se = sf.thread_elements();
-      const float s0 = j0 + fn <= qpos ? se[0] : NEG_MAX;
-      const float s1 = j0 + fn + 1 <= qpos ? se[1] : NEG_MAX;
+      float s0 = j0 + fn <= qpos ? se[0] : NEG_MAX;
+      float s1 = j0 + fn + 1 <= qpos ? se[1] : NEG_MAX;
+      if (j0 < gmin + 8) { // the group crosses a row's window start
+        s0 = j0 + fn > qlo ? s0 : NEG_MAX;
+        s1 = j0 + fn + 1 > qlo ? s1 : NEG_MAX;
+      }
       float rmax = max(s0, s1);
       rmax = max(rmax, simd_shuffle_xor(rmax, 1));
       rmax = max(rmax, simd_shuffle_xor(rmax, 8));

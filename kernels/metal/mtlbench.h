@@ -312,7 +312,7 @@ struct AttnArgs {
   uint num_tiles;      // prefill: query tiles (8 * attn_qblocks tokens)
   float eps;           // QK-norm epsilon (attn_rope with has_qk_norm)
   uint merge_slots;    // decode: simdgroups whose (o, m, l) meet in one round
-  uint _pad1;
+  uint window;         // sliding window: keys p - window < j <= p (0: every j <= p)
 };
 
 struct ArgmaxArgs {
