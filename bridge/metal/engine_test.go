@@ -48,14 +48,17 @@ func openEngine(t testing.TB, be bridge.Backend, spec model.Spec, opts engine.Op
 // transformers chose), last-prompt logits within f32 rounding of the CPU's
 // and within 1e-4 of transformers', and the same distinct experts per MoE
 // layer and step. Among them are scaled RoPEs (llama3, qwen3_yarn), Mixtral
-// (as transformers and as llama.cpp write it) and GGUF files of f32 weights
+// (as transformers and as llama.cpp write it), models that slide by a
+// window of 8 past it (mistral_window on every layer, qwen2_window on one:
+// decode, and prefill of all prompts at once) and GGUF files of f32 weights
 // with llama3's rope_freqs, linear scaling and YaRN.
 func TestGenerateMatchesCPU(t *testing.T) {
 	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	var fixtures [][2]string // model, reference
-	for _, arch := range []string{"llama", "llama_bias", "llama_mlp_bias", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gpt2", "gpt2_untied", "llama3", "qwen3_yarn"} {
+	for _, arch := range []string{"llama", "llama_bias", "llama_mlp_bias", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gpt2", "gpt2_untied", "llama3", "qwen3_yarn",
+		"mistral_window", "qwen2_window"} {
 		fixtures = append(fixtures, [2]string{filepath.Join(fixtureDir, arch), filepath.Join(fixtureDir, arch, "reference.json")})
 	}
 	for _, name := range []string{"llama-rope-llama3", "llama-rope-linear", "llama-rope-yarn", "mixtral-f32"} {

@@ -93,6 +93,12 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "models-rope", out)
+	// Sliding windows: how many layers slide, by how much.
+	out, _, err = mtl(t, "models", "--backend", "cpu", "../../runner/testdata/hf/mistral_window", "../../runner/testdata/hf/qwen2_window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "models-window", out)
 	// The checkpoint's tokenizer, as generate --prompt would read it.
 	out, _, err = mtl(t, "models", "--format", "json", "../../runner/testdata/gguf/llamacpp-qwen3-q8_0.gguf")
 	if err != nil || !strings.Contains(out, `"tokenizer": "byte-level BPE, pre-tokenizer gpt-2 (GGUF), 512 tokens"`) {

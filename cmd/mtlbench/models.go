@@ -235,7 +235,7 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 					slide++
 				}
 			}
-			t.Notes = append(t.Notes, table.Notef("%s: %d of %d layers attend over a %d-token sliding window (the KV cache keeps every position)", name, slide, cfg.ModelLayers, cfg.Window))
+			t.Notes = append(t.Notes, table.Notef("%s: %d of %d layers attend over a sliding window of %d tokens (the KV cache keeps every position)", name, slide, cfg.ModelLayers, cfg.Window))
 		}
 		t.Data.Add(row)
 		src.Close()

@@ -21,7 +21,7 @@ const fixtureDir = "../testdata/hf"
 // gpt2_untied is a GPT-2 with an LM head of its own, saved by transformers
 // in f16: model 82 of tools/fixtures/sweep_llamacpp.py make --seed=6
 // --hf=0.3.
-var fixtureArchs = []string{"llama", "llama_bias", "llama_mlp_bias", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gpt2", "gpt2_untied", "llama3", "qwen3_yarn"}
+var fixtureArchs = []string{"llama", "llama_bias", "llama_mlp_bias", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gpt2", "gpt2_untied", "llama3", "qwen3_yarn", "mistral_window", "qwen2_window"}
 
 type reference struct {
 	Architecture string `json:"architecture"`

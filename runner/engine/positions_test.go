@@ -1,15 +1,14 @@
 package engine
 
 import (
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -90,64 +89,60 @@ func slicesClose(a, b []float32) bool {
 // a backend whose attention does not slide.
 type windowless struct{ bridge.Backend }
 
-// A model with a sliding window runs past it on a backend that slides
-// (transformers' logits within the window, where every layer attends to
-// every position), and only within it on one that does not; the
-// positions bound every backend. Each refusal comes before the request
-// runs, saying why.
+// The fixtures that slide by a window of 8 (mistral_window on every layer,
+// qwen2_window on layer 1 only), whose prompts and greedy tokens all run
+// past it, match transformers (logits within 1e-4, the same greedy tokens)
+// on the CPU backend, each request alone and all at once in blocks of 8
+// with prefill chunks of 5 tokens (chunks that start past the window); the
+// positions still bound a request. A backend that does not slide runs a
+// request up to the window, where every position is attended to, and
+// refuses a longer one before it runs, naming the window and the backend.
 func TestSlidingWindowBoundsRequests(t *testing.T) {
-	dir := t.TempDir()
-	for _, f := range []string{"config.json", "model.safetensors"} {
-		b, err := os.ReadFile(filepath.Join(fixtureDir, "mistral", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f == "config.json" {
-			var m map[string]any
-			if err := json.Unmarshal(b, &m); err != nil {
+	for _, arch := range []string{"mistral_window", "qwen2_window"} {
+		t.Run(arch, func(t *testing.T) {
+			ref := loadReference(t, arch)
+			checkAgainstReference(t, openFixture(t, arch, cpu.New(cpu.Options{}), Options{}), ref, 1e-4)
+			e := openFixture(t, arch, cpu.New(cpu.Options{}), Options{BlockSize: 8, TokenBudget: 5})
+			var reqs []Request
+			for i, p := range ref.Prompts {
+				if len(p.Tokens)+len(p.Greedy) <= 8 {
+					t.Fatalf("prompt %d runs to %d tokens, within the window of 8", i, len(p.Tokens)+len(p.Greedy))
+				}
+				reqs = append(reqs, Request{ID: i, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true})
+			}
+			out, err := e.Generate(reqs)
+			if err != nil {
 				t.Fatal(err)
 			}
-			m["sliding_window"] = 24
-			m["max_position_embeddings"] = 40
-			b, _ = json.Marshal(m)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ref := loadReference(t, "mistral")
-	within := *ref
-	within.Prompts = nil
-	for _, p := range ref.Prompts {
-		if len(p.Tokens)+len(p.Greedy) <= 24 {
-			within.Prompts = append(within.Prompts, p)
-		}
-	}
-	if len(within.Prompts) == 0 || len(within.Prompts) == len(ref.Prompts) {
-		t.Fatalf("%d of %d prompts within the window: the case tests nothing", len(within.Prompts), len(ref.Prompts))
-	}
-	long := ref.Prompts[len(ref.Prompts)-1]
-	if n := len(long.Tokens) + len(long.Greedy); n <= 24 || n > 40 {
-		t.Fatalf("the longest prompt runs to %d tokens: not past the window within the positions", n)
-	}
-	for _, tc := range []struct {
-		name string
-		be   bridge.Backend
-		want string // the refusal past the window; "": it runs
-	}{
-		{"slides", cpu.New(cpu.Options{}), ""},
-		{"does not slide", windowless{cpu.New(cpu.Options{})}, "exceed the model's 24-token sliding window, which the cpu backend does not run past"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := openDir(t, dir, tc.be, Options{})
-			checkAgainstReference(t, e, &within, 1e-4)
-			_, err := e.Generate([]Request{{ID: 9, Prompt: long.Tokens, MaxNewTokens: len(long.Greedy)}})
-			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-				t.Errorf("a request of %d tokens in a window of 24: %v, want %q", len(long.Tokens)+len(long.Greedy), err, tc.want)
+			for i, p := range ref.Prompts {
+				if d := kernels.MaxAbsDiff(out[i].Logits, p.LogitsLast); d > 1e-4 {
+					t.Errorf("batched prompt %d: logits max abs error %.3g", i, d)
+				}
+				if !slices.Equal(out[i].Tokens, p.Greedy) {
+					t.Errorf("batched prompt %d: greedy tokens %v, transformers %v", i, out[i].Tokens, p.Greedy)
+				}
 			}
-			err = e.Add(Request{ID: 10, Prompt: long.Tokens, MaxNewTokens: 41 - len(long.Tokens)})
-			if err == nil || !strings.Contains(err.Error(), "exceed the model's 40 positions") {
-				t.Errorf("a request of 41 tokens in 40 positions: %v", err)
+			long := ref.Prompts[len(ref.Prompts)-1].Tokens
+			if err := e.Add(Request{ID: 9, Prompt: long, MaxNewTokens: 257 - len(long)}); err == nil ||
+				!strings.Contains(err.Error(), "exceed the model's 256 positions") {
+				t.Errorf("a request of 257 tokens in 256 positions: %v", err)
+			}
+
+			w := openFixture(t, arch, windowless{cpu.New(cpu.Options{})}, Options{})
+			p := ref.Prompts[1]
+			if len(p.Tokens) != 7 {
+				t.Fatalf("prompt 1 has %d tokens, want 7", len(p.Tokens))
+			}
+			got, err := w.Generate([]Request{{ID: 1, Prompt: p.Tokens, MaxNewTokens: 1, WantLogits: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := kernels.MaxAbsDiff(got[0].Logits, p.LogitsLast); d > 1e-4 || got[0].Tokens[0] != p.Greedy[0] {
+				t.Errorf("within the window: logits max abs error %.3g, token %d (transformers %d)", d, got[0].Tokens[0], p.Greedy[0])
+			}
+			_, err = w.Generate([]Request{{ID: 2, Prompt: p.Tokens, MaxNewTokens: 2}})
+			if want := "7 prompt + 2 new tokens exceed the model's 8-token sliding window, which the cpu backend does not run past"; err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("past the window on a backend that does not slide: %v, want %q", err, want)
 			}
 		})
 	}
