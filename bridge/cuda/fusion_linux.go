@@ -65,7 +65,7 @@ func (b *Backend) tryRoPEAttention(ops []bridge.Op, span int) (int, bridge.Op) {
 	if !ok {
 		return 0, nil
 	}
-	b.attention(a.Out, a.Q, a.K, a.V, a.Cache, a.Heads, a.KVHeads, a.HeadDim, a.Scale, &args)
+	b.attention(a.Out, a.Q, a.K, a.V, a.Cache, a.Heads, a.KVHeads, a.HeadDim, a.Scale, a.Window, &args)
 	return 2, nil
 }
 

@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -336,13 +337,26 @@ func (b *Backend) ropeTable(headDim int, rot kernels.Rotary) uint64 {
 }
 
 func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, window int) {
-	b.attention(out, q, k, v, cache, heads, kvHeads, headDim, scale, nil)
+	b.attention(out, q, k, v, cache, heads, kvHeads, headDim, scale, window, nil)
+}
+
+// RunsWindows: the attention kernels start at a sliding window's first key
+// (their window argument; bridge.WindowRunner).
+func (b *Backend) RunsWindows() bool { return true }
+
+// kernelWindow is a sliding window as the kernels take it, an int32: one
+// longer than int32 positions reach slides nothing.
+func kernelWindow(window int) uint64 {
+	if window < 0 || window > math.MaxInt32 {
+		return i32(0)
+	}
+	return i32(window)
 }
 
 // attention records paged attention; rope, when set, is the RoPE before it,
 // which a step of at most one query token per sequence applies in the same
 // kernel (fusion_linux.go).
-func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, rope *ropeArgs) {
+func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, window int, rope *ropeArgs) {
 	o, qs, ks, vs := b.f32Tensor(out, "attention out"), b.f32Tensor(q, "attention q"), b.f32Tensor(k, "attention k"), b.f32Tensor(v, "attention v")
 	kc, vc := b.cacheTensors(cache)
 	if o == nil || qs == nil || ks == nil || vs == nil || kc == nil || vc == nil {
@@ -372,7 +386,7 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	}
 	// paged_decode copies cache rows 16 bytes at a time: 4 f32 or 8 half values.
 	if m.MaxQueryLen == 1 && T == m.NumSeqs && headDim <= 128 && headDim%(16/kc.dt.Size()) == 0 && heads/kvHeads <= 8 {
-		b.decodeAttention(o, qs, ks, vs, kc, vc, heads, kvHeads, headDim, BS, scale, rope)
+		b.decodeAttention(o, qs, ks, vs, kc, vc, heads, kvHeads, headDim, BS, scale, window, rope)
 		return
 	}
 	if rope != nil && m.MaxQueryLen > 1 {
@@ -399,7 +413,7 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	args := []uint64{ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
 		b.metaPtr(b.mo.tokSeq), b.metaPtr(b.mo.qsl), b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots),
 		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
-		i32(part), i32(nparts), tmpAcc, tmpML, b.stats.ptr, counters}
+		i32(part), i32(nparts), tmpAcc, tmpML, b.stats.ptr, counters, kernelWindow(window)}
 	if rope != nil {
 		args = append(args, rope.qn, rope.kn, b.metaPtr(b.mo.positions), rope.inv, f32(rope.eps))
 	}
@@ -461,7 +475,8 @@ func (b *Backend) flashAttention(a *bridge.AttentionOp) bool {
 	b.launch("to_half", [3]int{elementwiseGrid(int(n)), 1, 1}, 256, ptr(vs), vb, 0, i64(n), i32(int(bridge.BF16)))
 	b.launch(fmt.Sprintf("flash_attention_d%d_%s", a.HeadDim, dtName(kc.dt)), [3]int{tiles, a.Heads, 1}, 128, ptr(o), ptr(qs), ptr(ks), ptr(vs),
 		ptr(kc), ptr(vc), kb, vb, b.metaPtr(b.mo.qsl), b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots),
-		i32(m.NumSeqs), i32(a.Heads), i32(a.KVHeads), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(a.Scale), b.stats.ptr)
+		i32(m.NumSeqs), i32(a.Heads), i32(a.KVHeads), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(a.Scale), b.stats.ptr,
+		kernelWindow(a.Window))
 	return true
 }
 
@@ -476,7 +491,7 @@ func flashSmem(d int) int { return 2 * 2 * 64 * (d + 8) * 2 }
 // decodeAttention launches paged_decode (decode.cu): one new token per
 // sequence, token t of sequence t, head size at most 128, GQA groups of at
 // most 8 query heads.
-func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads, headDim, BS int, scale float32, rope *ropeArgs) {
+func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads, headDim, BS int, scale float32, window int, rope *ropeArgs) {
 	m := b.meta
 	T := m.NumTokens
 	chunks, nparts, pos := b.decodeLaunch(kc.dt, m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
@@ -505,7 +520,7 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 	b.launch(kernel, [3]int{T, kvHeads, nparts}, threads, ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
 		b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots), b.metaPtr(b.mo.positions),
 		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
-		i32(chunks), i32(mg), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps))
+		i32(chunks), i32(mg), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps), kernelWindow(window))
 }
 
 // decodeLaunch is a decode step's split (decodeConfig) and kernel: pos is

@@ -154,6 +154,48 @@ func TestDecodeMMAMatchesReference(t *testing.T) {
 	}
 }
 
+// Sliding-window attention against kernels.PagedAttention with the same
+// window, on every kernel: prefill on tensor cores (flash.cu: key tiles
+// before a block's window skipped, rows whose window starts inside a tile
+// masked), small prefill and GQA groups of 16 (attention.cu: partitions
+// wholly before the window neutral), decode on CUDA cores and tensor cores
+// (decode.cu: partitions before the window merged as none, in one level
+// and in two), with windows shorter than a block, of several partitions,
+// equal to a sequence and longer.
+func TestAttentionWindowMatchesReference(t *testing.T) {
+	b := gpu(t)
+	for _, c := range []struct {
+		attnCase
+		window int
+		mma    bool // decode on tensor cores where they apply
+		merge  int  // decodeMergeGroup; 0: the default
+	}{
+		{attnCase{16, 2, 128, []int{1000, 17, 1, 300}, []int{0, 40, 500, 129}, bf16RelTol}, 100, true, 0},
+		{attnCase{8, 2, 64, []int{15, 16, 17, 300, 1, 64}, []int{0, 0, 3, 0, 1999, 77}, bf16RelTol}, 7, true, 0},
+		{attnCase{8, 2, 64, []int{300, 70}, []int{0, 10}, bf16RelTol}, 64, true, 0},
+		{attnCase{8, 2, 64, []int{15, 1, 17, 2}, []int{0, 40, 300, 1}, 1e-5}, 9, true, 0},
+		{attnCase{16, 1, 64, []int{1, 1}, []int{700, 33}, 1e-5}, 40, true, 0},
+		{attnCase{32, 4, 128, []int{1, 1, 1}, []int{16383, 5000, 4128}, 1e-5}, 4096, true, 0},
+		{attnCase{32, 4, 128, []int{1, 1, 1}, []int{16383, 5000, 4128}, 1e-5}, 4096, false, 0},
+		{attnCase{32, 4, 128, []int{1, 1, 1}, []int{16383, 5000, 4128}, 1e-5}, 4096, true, 2},
+		{attnCase{8, 2, 64, []int{1, 1, 1, 1, 1}, []int{15, 16, 17, 127, 2000}, 1e-5}, 16, true, 0},
+		{attnCase{8, 2, 64, []int{1, 1, 1, 1, 1}, []int{15, 16, 17, 127, 2000}, 1e-5}, 16, false, 2},
+		{attnCase{14, 2, 64, []int{1, 1, 1}, []int{31, 32, 33}, 1e-5}, 33, true, 0},
+		{attnCase{8, 2, 96, []int{1, 1}, []int{257, 31}, 1e-5}, 1, true, 0},
+		{attnCase{8, 2, 64, []int{20, 1}, []int{0, 30}, 1e-5}, 5000, true, 0},
+	} {
+		for _, kvdt := range KVDTypes {
+			t.Run(fmt.Sprintf("%d-%d-%d-%v-%v-w%d-mma%v-m%d/%v", c.heads, c.kvHeads, c.headDim, c.queries, c.cached, c.window, c.mma, c.merge, kvdt), func(t *testing.T) {
+				defer b.SetNoDecodeMMA(!c.mma)()
+				if c.merge > 0 {
+					defer SetDecodeMergeGroup(c.merge)()
+				}
+				checkWindowAttention(t, b, kvdt, c.attnCase, c.window)
+			})
+		}
+	}
+}
+
 // Decode steps whose partitions merge in two levels with groups of 2 (16
 // by default): most groups of two, last groups of one, a second level of
 // up to 64 groups, for every cache dtype.
@@ -203,6 +245,11 @@ type attnCase struct {
 
 // checkAttention runs one step of c's attention with a cache of kvdt.
 func checkAttention(t *testing.T, b *Backend, kvdt bridge.DType, c attnCase) {
+	checkWindowAttention(t, b, kvdt, c, 0)
+}
+
+// checkWindowAttention is checkAttention with a sliding window (0: none).
+func checkWindowAttention(t *testing.T, b *Backend, kvdt bridge.DType, c attnCase, window int) {
 	r := rand.New(rand.NewPCG(uint64(c.headDim), uint64(len(c.queries))))
 	const bs = 16
 	S := len(c.queries)
@@ -259,7 +306,7 @@ func checkAttention(t *testing.T, b *Backend, kvdt bridge.DType, c attnCase) {
 	scale := float32(1 / math.Sqrt(float64(c.headDim)))
 	want := make([]float32, T*c.heads*c.headDim)
 	kernels.PagedAttention(want, q, wantK, wantV, kernels.AttnBatch{QueryStartLoc: qsl, SeqLens: seqLens, BlockTable: table,
-		MaxBlocks: maxBlocks}, c.heads, layout, scale, 0)
+		MaxBlocks: maxBlocks}, c.heads, layout, scale, window)
 
 	nan := make([]float32, len(want))
 	for i := range nan {
@@ -282,7 +329,7 @@ func checkAttention(t *testing.T, b *Backend, kvdt bridge.DType, c attnCase) {
 		t.Fatal(err)
 	}
 	op := &bridge.AttentionOp{Out: out, Q: qt, K: kt, V: vt, Cache: bridge.KVCache{K: kct, V: vct, BlockSize: bs},
-		Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.headDim, Scale: scale, Operand: bridge.BF16}
+		Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.headDim, Scale: scale, Window: window, Operand: bridge.BF16}
 	var run bridge.Runner
 	run.Run(b, []bridge.Op{op}, true, false)
 	if _, err := b.EndStep(); err != nil {

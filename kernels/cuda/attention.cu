@@ -8,7 +8,9 @@
 // positions, four at a time; the warps then merge. With more than one
 // partition (split-K: decode steps use parts of 32 positions) each block
 // leaves (max, sum, unnormalised output) and the last block of the (token,
-// head) to finish merges them.
+// head) to finish merges them. With a sliding window (window > 0) a
+// token's keys start at pos - window + 1: a partition wholly before it
+// reads nothing and leaves neutral partials (max -inf, sum 0).
 // Cache layout: [num_blocks][kv_heads][block_size][head_dim], in the
 // cache's dtype KT (kv_load, kv_store: common.cu); the step's own keys and
 // values are read from k and v rounded as the cache stores them.
@@ -28,7 +30,7 @@ __device__ __forceinline__ void paged_attention_body(
     void* __restrict__ kc, void* __restrict__ vc, const int* __restrict__ tok_seq, const int* __restrict__ qsl,
     const int* __restrict__ seq_lens, const int* __restrict__ block_table, const int* __restrict__ slot_mapping,
     int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int part_size, int nparts,
-    float* __restrict__ tmp_acc, float* __restrict__ tmp_ml, int* __restrict__ err, int* __restrict__ counters,
+    float* __restrict__ tmp_acc, float* __restrict__ tmp_ml, int* __restrict__ err, int* __restrict__ counters, int window,
     const float* __restrict__ qn, const float* __restrict__ kn, const int* __restrict__ positions,
     const float* __restrict__ inv_freq, float eps) {
     __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS];
@@ -80,7 +82,8 @@ __device__ __forceinline__ void paged_attention_body(
     for (int j = 0; j < ATT_MAXD / 32; j++) acc[j] = 0.f;
 
     const int* bt = block_table + (long)s * bt_stride;
-    const int p0 = part * part_size, p1 = min(ctx, p0 + part_size);
+    const int part0 = part * part_size, p1 = min(ctx, part0 + part_size);
+    const int p0 = window > 0 ? max(part0, ctx - window) : part0;  // the sliding window's first key
     for (int j0 = p0 + warp * 4; j0 < p1; j0 += ATT_WARPS * 4) {
         // Position j0+u's value row: the step's own (vown, f32 in v) or a
         // cached one at element offset vo of vc; vo < 0 past the partition.
@@ -216,10 +219,10 @@ __device__ __forceinline__ void paged_attention_body(
         void *__restrict__ kc, void *__restrict__ vc, const int *__restrict__ tok_seq, const int *__restrict__ qsl,   \
         const int *__restrict__ seq_lens, const int *__restrict__ block_table, const int *__restrict__ slot_mapping,   \
         int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int part_size, int nparts,           \
-        float *__restrict__ tmp_acc, float *__restrict__ tmp_ml, int *__restrict__ err, int *__restrict__ counters
+        float *__restrict__ tmp_acc, float *__restrict__ tmp_ml, int *__restrict__ err, int *__restrict__ counters, int window
 #define PAGED_ATTENTION_ARGS                                                                                        \
     out, q, k, v, kc, vc, tok_seq, qsl, seq_lens, block_table, slot_mapping, H, KVH, D, BS, bt_stride, num_blocks, \
-        scale, part_size, nparts, tmp_acc, tmp_ml, err, counters
+        scale, part_size, nparts, tmp_acc, tmp_ml, err, counters, window
 #define ROPE_PARAMS \
     const float *__restrict__ qn, const float *__restrict__ kn, const int *__restrict__ positions, const float *__restrict__ inv_freq, float eps
 

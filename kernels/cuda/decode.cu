@@ -23,6 +23,9 @@
 //    finish, not by another launch; beyond mgroup partitions in two levels
 //    (the last block of each group of mgroup merges it, the last of those
 //    the groups), as one block's reads from L2 bound the merge.
+// With a sliding window (window > 0) a partition's keys start at the
+// window's first, ctx - window: one wholly before it loads nothing and
+// leaves neutral partials (max -inf, sum 0) that dec_merge weighs 0.
 // The new token's key and value (position seq_len-1) never go through the
 // cache within the step: the block whose partition holds that position keeps
 // them in shared memory and is the only writer of their cache slot.
@@ -191,7 +194,7 @@ __device__ __forceinline__ void dec_merge(const float* ml, const float* acc, int
     for (int u = 0; u < DEC_MAXPARTS / 32; u++) {
         const int i = lane + 32 * u;
         if (i < n) {
-            const float f = expf(mv[u] - M);
+            const float f = mv[u] == NEG_INF ? 0.f : expf(mv[u] - M);  // a partition before the window: none
             sf[i] = f;
             L += f * lv[u];
         }
@@ -313,7 +316,7 @@ __device__ __forceinline__ void paged_decode_body(
     const int* __restrict__ slot_mapping, const int* __restrict__ positions, int H, int KVH, int D, int BS, int bt_stride,
     int num_blocks, float scale, int chunks, int mgroup, float* __restrict__ tmp_acc, float* __restrict__ tmp_ml,
     int* __restrict__ err, int* __restrict__ counters, const float* __restrict__ qn, const float* __restrict__ kn,
-    const float* __restrict__ inv_freq, float eps) {
+    const float* __restrict__ inv_freq, float eps, int window) {
     typedef typename KVElem<KT>::T E;
     constexpr int STRIDE = DecRow<KT>::STRIDE;
     E* __restrict__ kc = (E*)kcv;
@@ -333,9 +336,10 @@ __device__ __forceinline__ void paged_decode_body(
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int group = H / KVH, h = kh * group + warp;
     const int ctx = seq_lens[t], cur = ctx - 1;  // cur: the step's token
-    const int plen = chunks * DEC_CHUNK, p0 = part * plen;
-    if (p0 >= ctx) return;  // past this sequence's context
-    const int p1 = min(ctx, p0 + plen), nlive = (ctx + plen - 1) / plen;
+    const int plen = chunks * DEC_CHUNK, part0 = part * plen;
+    if (part0 >= ctx) return;  // past this sequence's context
+    const int p1 = min(ctx, part0 + plen), nlive = (ctx + plen - 1) / plen;
+    const int p0 = window > 0 ? min(max(part0, ctx - window), p1) : part0;  // the sliding window's first key
     const int* bt = block_table + (long)t * bt_stride;
 
     // Before the wait: the first NBUF chunks' cached rows (a commit group
@@ -484,7 +488,7 @@ __device__ __forceinline__ void paged_decode_mma_body(
     const int* __restrict__ slot_mapping, const int* __restrict__ positions, int H, int KVH, int BS, int bt_stride,
     int num_blocks, float scale, int chunks, int mgroup, float* __restrict__ tmp_acc, float* __restrict__ tmp_ml,
     int* __restrict__ err, int* __restrict__ counters, const float* __restrict__ qn, const float* __restrict__ kn,
-    const float* __restrict__ inv_freq, float eps) {
+    const float* __restrict__ inv_freq, float eps, int window) {
     constexpr int STRIDE = DecRow<KT>::STRIDE, W = DEC_MMA_WARPS(POS);
     extern __shared__ __align__(16) u16 dm_smem[];
     u16(*sk)[STRIDE] = (u16(*)[STRIDE])dm_smem;
@@ -500,9 +504,12 @@ __device__ __forceinline__ void paged_decode_mma_body(
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int group = H / KVH, h = kh * group + warp;
     const int ctx = seq_lens[t], cur = ctx - 1;
-    const int plen = chunks * DEC_CHUNK, p0 = part * plen;
-    if (p0 >= ctx) return;
-    const int p1 = min(ctx, p0 + plen), nlive = (ctx + plen - 1) / plen, n = p1 - p0;
+    const int plen = chunks * DEC_CHUNK, part0 = part * plen;
+    if (part0 >= ctx) return;
+    const int p1 = min(ctx, part0 + plen), nlive = (ctx + plen - 1) / plen;
+    // Row r is position p0 + r: from the sliding window's first key (no
+    // rows, n = 0, in a partition wholly before it).
+    const int p0 = window > 0 ? min(max(part0, ctx - window), p1) : part0, n = p1 - p0;
     const int* bt = block_table + (long)t * bt_stride;
 
     // Before the wait: the partition's cached rows, zeros in the rows
@@ -653,10 +660,10 @@ __device__ __forceinline__ void paged_decode_mma_body(
         int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int chunks, int mgroup,                \
         float *__restrict__ tmp_acc,                                                                                     \
         float *__restrict__ tmp_ml, int *__restrict__ err, int *__restrict__ counters, const float *__restrict__ qn,      \
-        const float *__restrict__ kn, const float *__restrict__ inv_freq, float eps
+        const float *__restrict__ kn, const float *__restrict__ inv_freq, float eps, int window
 #define PAGED_DECODE_ARGS                                                                                             \
     out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, H, KVH, D, BS, bt_stride, num_blocks, scale, \
-        chunks, mgroup, tmp_acc, tmp_ml, err, counters, qn, kn, inv_freq, eps
+        chunks, mgroup, tmp_acc, tmp_ml, err, counters, qn, kn, inv_freq, eps, window
 
 // paged_decode_* takes q and k as they are; paged_decode_rope_* applies
 // QK-norm (when qn, kn are set) and RoPE at positions[t] first. The suffix
@@ -681,13 +688,13 @@ PAGED_DECODE(DT_BF16, bf16)
         paged_decode_mma_d##D##_p##POS##_##SFX(PAGED_DECODE_PARAMS) {                                                 \
         paged_decode_mma_body<false, KT, D, POS>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, \
                                                  H, KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc,    \
-                                                 tmp_ml, err, counters, qn, kn, inv_freq, eps);                        \
+                                                 tmp_ml, err, counters, qn, kn, inv_freq, eps, window);                \
     }                                                                                                                 \
     MTLB_KERNEL void __launch_bounds__(DEC_MMA_WARPS(POS) * 32, 2 * DEC_WARPS / DEC_MMA_WARPS(POS))          \
         paged_decode_mma_rope_d##D##_p##POS##_##SFX(PAGED_DECODE_PARAMS) {                                            \
         paged_decode_mma_body<true, KT, D, POS>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions,  \
                                                 H, KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc,     \
-                                                tmp_ml, err, counters, qn, kn, inv_freq, eps);                         \
+                                                tmp_ml, err, counters, qn, kn, inv_freq, eps, window);                 \
     }
 #define PAGED_DECODE_MMA(KT, D, SFX)         \
     PAGED_DECODE_MMA_POS(KT, D, 32, SFX)     \

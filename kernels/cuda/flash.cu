@@ -15,6 +15,10 @@
 // are kept in log2 units (q is scaled by scale·log2 e) so softmax uses exp2.
 // Cache layout as attention.cu: [num_blocks][kv_heads][block_size][head_dim],
 // in the cache's dtype KT (kernels flash_attention_d<D>_<dtype>).
+// With a sliding window (window > 0) row p sees keys p - window < j <= p:
+// a block starts at the key tile holding its first row's first key, a warp
+// skips the tiles wholly before its rows' windows, and keys are masked by
+// the window only then.
 
 #define FA_BQ 64
 #define FA_BK 64
@@ -63,7 +67,7 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
                                            const int* __restrict__ qsl, const int* __restrict__ seq_lens,
                                            const int* __restrict__ block_table, const int* __restrict__ slot_mapping,
                                            int S, int H, int KVH, int BS, int bt_stride, int num_blocks, float scale,
-                                           int* __restrict__ err) {
+                                           int* __restrict__ err, int window) {
     // Two buffers of keys and values (dynamic shared memory, FA_SMEM(D)
     // bytes); rows padded by 8 halves so ldmatrix rows land in distinct banks.
     extern __shared__ __align__(16) u16 fa_smem[];
@@ -136,9 +140,16 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
     const int kend = new_start + r0 + rows;  // keys the tile's last row sees
     const int wlast = new_start + min(r0 + warp * 16 + 15, qlen - 1);  // the warp's last position
     const int lr = lane & 7, li = lane >> 3;
-    fa_issue<D, KT>(skb[0], svb[0], kc, vc, kb, vb, bt, 0, kend, new_start, q0, kh, KVH, BS);
+    // The sliding window: the block's first key tile (its first row's first
+    // key) and the warp's first key (its first row's).
+    int jbeg = 0, wfirst = 0;
+    if (window > 0) {
+        jbeg = max(0, new_start + r0 + 1 - window) / FA_BK * FA_BK;
+        wfirst = new_start + r0 + warp * 16 + 1 - window;
+    }
+    fa_issue<D, KT>(skb[0], svb[0], kc, vc, kb, vb, bt, jbeg, kend, new_start, q0, kh, KVH, BS);
     cp_async_commit();
-    for (int j0 = 0, it = 0; j0 < kend; j0 += FA_BK, it++) {
+    for (int j0 = jbeg, it = 0; j0 < kend; j0 += FA_BK, it++) {
         if (j0 + FA_BK < kend)  // the next tile streams in while this one is used
             fa_issue<D, KT>(skb[(it + 1) & 1], svb[(it + 1) & 1], kc, vc, kb, vb, bt, j0 + FA_BK, kend, new_start, q0, kh, KVH, BS);
         cp_async_commit();
@@ -146,7 +157,7 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
         __syncthreads();
         Row* sk = skb[it & 1];
         Row* sv = svb[it & 1];
-        if (j0 > wlast) {  // every key of the tile is after the warp's rows
+        if (j0 > wlast || j0 + FA_BK <= wfirst) {  // every key of the tile is after the warp's rows, or before their windows
             __syncthreads();
             continue;
         }
@@ -173,6 +184,19 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
             if (j + 1 > pa) sc[n][1] = NEG_INF;
             if (j > pb) sc[n][2] = NEG_INF;
             if (j + 1 > pb) sc[n][3] = NEG_INF;
+        }
+        if (window > 0 && j0 < wfirst + 16) {  // a tile that crosses one of the warp rows' window starts
+#pragma unroll
+            for (int n = 0; n < FA_BK / 8; n++) {
+                const int j = j0 + n * 8 + c2;
+                if (j <= pa - window) sc[n][0] = NEG_INF;
+                if (j + 1 <= pa - window) sc[n][1] = NEG_INF;
+                if (j <= pb - window) sc[n][2] = NEG_INF;
+                if (j + 1 <= pb - window) sc[n][3] = NEG_INF;
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < FA_BK / 8; n++) {
             xa = fmaxf(xa, fmaxf(sc[n][0], sc[n][1]));
             xb = fmaxf(xb, fmaxf(sc[n][2], sc[n][3]));
         }
@@ -237,9 +261,9 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
         void* __restrict__ kc, void* __restrict__ vc, const u16* __restrict__ kb, const u16* __restrict__ vb,           \
         const int* __restrict__ qsl, const int* __restrict__ seq_lens,                                                  \
         const int* __restrict__ block_table, const int* __restrict__ slot_mapping, int S, int H, int KVH, int BS,       \
-        int bt_stride, int num_blocks, float scale, int* __restrict__ err) {                                           \
+        int bt_stride, int num_blocks, float scale, int* __restrict__ err, int window) {                               \
         flash_body<D, KT>(out, q, k, v, kc, vc, kb, vb, qsl, seq_lens, block_table, slot_mapping, S, H, KVH, BS,         \
-                          bt_stride, num_blocks, scale, err);                                                           \
+                          bt_stride, num_blocks, scale, err, window);                                                   \
     }
 FLASH(64, DT_F32, f32)
 FLASH(128, DT_F32, f32)
