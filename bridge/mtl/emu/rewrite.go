@@ -116,6 +116,7 @@ type rewriter struct {
 	knames    map[string]bool
 	tmplNames map[string]bool // the names the unit declares templates of (templateNames)
 	tgArrays  []tgArray       // the threadgroup arrays functions declare (tgArgs)
+	spaced    []spacedName    // the references and threadgroup variables declared in an address space (addrArgs)
 	nTramp    int
 	nSite     int
 }
@@ -1491,9 +1492,17 @@ func (r *rewriter) addrSpace(i int) int {
 		}
 		return r.tgDecl(i, k)
 	}
+	if (stop.text == "&" || stop.text == "&&") && r.tok(k+1).kind == tIdent {
+		// `device S& s`: the emulator's reference drops the space, which
+		// an element's address passed to a template needs (addrArgs).
+		r.spaced = append(r.spaced, spacedName{r.text(k + 1), spaceNum[kw.text], k + 1})
+	}
 	r.replace(i, i, drop)
 	return i
 }
+
+// spaceNum numbers the address spaces as the shim's ptr<T, AS> does.
+var spaceNum = map[string]int{"device": 1, "constant": 2, "threadgroup": 3}
 
 // threadSpace handles the `thread` keyword at i. A thread pointer is a
 // plain pointer here, as is an address taken with & in any space, so a
@@ -1722,7 +1731,7 @@ func (r *rewriter) ptrType(as, typ string) string {
 	if as == "constant" && !topLevelConst(typ) {
 		typ = "const " + typ // not add_const_t: `constant T*` must still deduce T
 	}
-	return "::metal::__emu::ptr<" + typ + ", " + map[string]string{"device": "1", "constant": "2", "threadgroup": "3"}[as] + ">"
+	return "::metal::__emu::ptr<" + typ + ", " + strconv.Itoa(spaceNum[as]) + ">"
 }
 
 // topLevelConst reports whether a type's text has `const` outside its
@@ -1847,6 +1856,8 @@ func (r *rewriter) tgDecl(i, k int) int {
 		}
 		if dims != "" {
 			r.tgArrays = append(r.tgArrays, tgArray{name.text, k})
+		} else {
+			r.spaced = append(r.spaced, spacedName{name.text, 3, j - 1})
 		}
 		site := fmt.Sprintf("__emu_tgs%d", r.nSite)
 		r.nSite++
@@ -2970,30 +2981,55 @@ func (r *rewriter) tgArgs() {
 	}
 }
 
-// addrArgs passes an address `&x[i]` (`&x[i][j]`) that a call of a
-// function template the unit declares takes as an argument as the pointer
-// of x's address space (metal_stdlib's addr_arg), as Metal types it: the
+// spacedName is a reference or threadgroup variable declared in an address
+// space (`device S& s`, `threadgroup S t;`), whose type in the emulator
+// does not say it: its name, space (as ptr<T, AS> numbers it) and token.
+type spacedName struct {
+	name  string
+	space int
+	decl  int
+}
+
+// addrArgs passes an address of an element that a call of a function
+// template the unit declares takes as an argument (`&x[i]`, `&x[i][j]`,
+// `&s.a[i]`, `&p->a[i]`, `&p[k].a[i]`, `&p->f`) as the pointer of its
+// address space (metal_stdlib's addr_arg), as Metal types it: the
 // emulator's `&x[i]` is a plain pointer, from which the template's `device
-// T*` or `threadgroup T*` parameter (ptr<T, AS>) deduces no T. Other calls
-// keep the plain pointer, whose conversion to a pointer of another space
-// the shim checks when it runs (docs/msl-subset.md).
+// T*` or `threadgroup T*` parameter (ptr<T, AS>) deduces no T. The space is
+// that of the innermost pointer the element is reached through, which the
+// shim reads from the types of the address's prefixes (`p`, `p->a`), or
+// else the root name's (spacedName; thread where none). Other calls keep
+// the plain pointer, whose conversion to a pointer of another space the
+// shim checks when it runs (docs/msl-subset.md).
 func (r *rewriter) addrArgs() {
 	for i := 0; i+2 < len(r.toks); i++ {
-		if r.text(i) != "&" || r.tok(i+1).kind != tIdent || r.text(i+2) != "[" {
+		if r.text(i) != "&" || r.tok(i+1).kind != tIdent {
 			continue
 		}
 		if p := r.text(i - 1); p != "(" && p != "," {
 			continue
 		}
+		// The prefixes end before each member access or subscript.
+		var cuts []int
 		end := i + 2
-		for r.text(end) == "[" {
+		for {
+			t := r.text(end)
+			if (t == "." || t == "->") && r.tok(end+1).kind == tIdent {
+				cuts = append(cuts, end)
+				end += 2
+				continue
+			}
+			if t != "[" {
+				break
+			}
 			m := r.match(end)
 			if m < 0 {
 				break
 			}
+			cuts = append(cuts, end)
 			end = m + 1
 		}
-		if n := r.text(end); n != ")" && n != "," || r.text(end-1) != "]" {
+		if n := r.text(end); n != ")" && n != "," || len(cuts) == 0 {
 			continue
 		}
 		open := r.enclosing(i)
@@ -3009,19 +3045,54 @@ func (r *rewriter) addrArgs() {
 		if r.tok(callee).kind != tIdent || !r.tmplNames[r.text(callee)] || notCallee[r.text(callee)] {
 			continue
 		}
-		name := r.toks[i+1]
+		start, stop := r.toks[i].pos, r.toks[end-1].end
 		overlap := false
 		for _, e := range r.edits {
-			if e.start < name.end && name.pos < e.end {
+			if e.start < r.toks[i+1].end && r.toks[i+1].pos < e.end || e.start < start && start < e.end || e.start < stop && stop < e.end {
 				overlap = true
 			}
 		}
 		if overlap {
 			continue
 		}
-		r.edits = append(r.edits, edit{r.toks[i].pos, r.toks[i].pos, "::metal::__emu::addr_arg(" + name.text + ", "})
+		// The prefixes are read in decltype alone, unevaluated: the
+		// address's own subscripts run once.
+		args := strconv.Itoa(r.rootSpace(i + 1))
+		for _, c := range cuts {
+			args += ", decltype((" + r.src[r.toks[i+1].pos:r.toks[c].pos] + "))"
+		}
+		r.edits = append(r.edits, edit{start, start, "::metal::__emu::addr_arg<" + args + ">("})
 		r.insertAfter(end-1, ")")
 	}
+}
+
+// rootSpace is the address space the name at token i was declared in as a
+// reference or threadgroup variable (spacedName), in the function body it
+// lies in, or 0.
+func (r *rewriter) rootSpace(i int) int {
+	space := 0
+	for _, s := range r.spaced {
+		if s.name != r.text(i) || s.decl >= i {
+			continue
+		}
+		// Its scope: the function body it lies in, or whose parameter it is.
+		in := false
+		for _, b := range r.bodies {
+			if b[1] < s.decl {
+				continue
+			}
+			if b[0] < s.decl {
+				in = b[0] < i && i < b[1]
+			} else if _, params := r.functionBody(b[0]); params >= 0 && params == r.enclosing(s.decl) {
+				in = b[0] < i && i < b[1]
+			}
+			break
+		}
+		if in {
+			space = s.space
+		}
+	}
+	return space
 }
 
 // constSwizzles rewrites the swizzle reads (`v.x`, `k.yx`) in constexpr
