@@ -11,8 +11,10 @@ import (
 // Vector values in constant expressions build and compute as in Metal:
 // constexpr vector variables, in a function or at program scope, made by
 // constructors of scalars, of other vectors and of swizzles, read by
-// swizzles and combined by arithmetic, and constexpr functions that return
-// vectors; each kernel writes its value at x[i] for x[i] = i.
+// swizzles or subscripts (`v[2]`, also as an array bound and a template
+// argument) and combined by arithmetic, constexpr functions that return
+// vectors, and bool vectors (`bool2`, comparisons, `all`, `any`); each
+// kernel writes its value at x[i] for x[i] = i.
 func TestConstexprVectors(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	const head = `#include <metal_stdlib>
@@ -22,6 +24,9 @@ constexpr float2 K = float2(0.5f);
 constexpr int4 twice(int4 v) { return v * 2; }
 constexpr float2 swap(float2 a) { return a.yx + a.xx; }
 struct P { float x; };
+constexpr int sum4(int4 v) { int s = 0; for (int k = 0; k < 4; k++) s += v[k]; return s; }
+template <int N> constexpr int tk() { return N; }
+constexpr bool2 M = int2(1, 2) < int2(3, 1);
 `
 	cases := []struct {
 		body string
@@ -38,6 +43,12 @@ struct P { float x; };
 		{"constexpr P p = {3}; constexpr float r = p.x + float3(float2(1, 2), 3).b; x[i] += r", func(i int) float32 { return float32(i + 6) }},
 		{"constexpr int4 v = int4(1, 2, 3, 4); constexpr int r = v.zw.y * 10 + v.wzyx.yx.x; x[i] += r", func(i int) float32 { return float32(i + 43) }},
 		{"x[i] = swap(float2(x[i], 1)).x", func(i int) float32 { return float32(1 + i) }},
+		{"constexpr int4 v = int4(1, 2, 3, 4); constexpr int n = v[2]; float a[n] = {5, 6, 7}; x[i] += a[n - 1] + tk<n>()", func(i int) float32 { return float32(i + 10) }},
+		{"constexpr int4 v = int4(1, 2, 3, 4); float a[v[2]] = {5, 6, 7}; x[i] += a[2] + tk<v[1]>() + sum4(v) + (v * 2)[3]", func(i int) float32 { return float32(i + 7 + 2 + 10 + 8) }},
+		{"constexpr float r = H[1] + float2(4, 5)[1]; static_assert(int3(7, 8, 9)[2] == 9, \"v[2]\"); x[i] += r", func(i int) float32 { return float32(i + 7) }},
+		{"constexpr int r = M.x * 10 + M[1] + all(M) * 100 + any(M) * 1000; x[i] += r", func(i int) float32 { return float32(i + 1010) }},
+		{"constexpr bool4 b = bool4(true, false, true, true); static_assert(any(b) && !all(b), \"b\"); constexpr int r = b.z + b.yx.y + b.wzyx[2]; x[i] += r", func(i int) float32 { return float32(i + 2) }},
+		{"constexpr bool2 m = !bool2(true, false) && bool2(true); static_assert(all(int4(1, 2, 3, 4) < int4(5)), \"all\"); constexpr bool a = any(float2(1, 2) == float2(0, 2)); x[i] += m.y + a + tk<any(M)>()", func(i int) float32 { return float32(i + 3) }},
 		{"constexpr float4 c = (float4)int4(1, 2, 3, 4); static_assert(c.w == 4, \"c.w\"); x[i] += c.w", func(i int) float32 { return float32(i + 4) }},
 	}
 	src := head

@@ -107,7 +107,7 @@ type rewriter struct {
 	templates map[string]*kdef
 	fcs       []*fcInfo
 	derived   map[string]bool
-	inits     []string // qualified derived-constant initialisers, in order
+	derInits  []string // qualified derived-constant initialisers, in order
 	vecNames  map[string]bool
 	kbodies   [][2]int        // the kernels' bodies, from '{' to '}'
 	bodies    [][2]int        // every outermost function body or brace initialiser, '{' to '}' (cmpValues)
@@ -116,6 +116,7 @@ type rewriter struct {
 	knames    map[string]bool
 	tmplNames map[string]bool // the names the unit declares templates of (templateNames)
 	tgArrays  []tgArray       // the threadgroup arrays functions declare (tgArgs)
+	inits     [][2]int        // program-scope initialisers, '=' to ';' (cmpValues)
 	spaced    []spacedName    // the references and threadgroup variables declared in an address space (addrArgs)
 	nTramp    int
 	nSite     int
@@ -191,7 +192,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 	for _, fc := range r.fcs {
 		fmt.Fprintf(&b, "  if (!(%s = ::metal::__emu::fc_get(in, n, %d, &%s))) %s = {};\n", fc.defVar, fc.Index, fc.cname, fc.cname)
 	}
-	for _, in := range r.inits {
+	for _, in := range r.derInits {
 		fmt.Fprintf(&b, "  %s();\n", in)
 	}
 	b.WriteString("}\n")
@@ -492,6 +493,7 @@ func (r *rewriter) walk() {
 			r.pendingNS = nil
 			if r.atNamespaceScope() {
 				r.programScopeVar(i)
+				r.programInit(i)
 			}
 			continue
 		}
@@ -1098,6 +1100,48 @@ func (r *rewriter) cmpArgs(open int) {
 func (r *rewriter) cmpValues() {
 	for _, b := range r.bodies {
 		r.cmpOperands(b[0]+1, b[1], false, false)
+	}
+	for _, in := range r.inits {
+		r.cmpOperands(in[0]+1, in[1], false, false)
+	}
+}
+
+// programInit notes the initialiser of the program-scope declaration that
+// the ';' at i ends (`constexpr bool2 m = a < b;`), whose comparisons
+// cmpValues wraps as a function body's. One holding braces is left to
+// the bodies (a brace initialiser is one), and a template's, alias's or
+// operator's '=' is none.
+func (r *rewriter) programInit(i int) {
+	b := r.stmtBegin(i)
+	switch r.text(b) {
+	case "typedef", "using", "template", "namespace", "static_assert", "kernel", "extern", "friend":
+		return
+	}
+	angles := 0
+	for k := b; k < i; k++ {
+		switch t := r.text(k); t {
+		case "(", "[":
+			if k = r.match(k); k < 0 || k > i {
+				return
+			}
+		case "{":
+			return
+		case "<":
+			angles++
+		case ">":
+			angles--
+		case "=":
+			if angles != 0 || r.text(k-1) == "operator" {
+				return
+			}
+			for j := k + 1; j < i; j++ {
+				if r.text(j) == "{" {
+					return
+				}
+			}
+			r.inits = append(r.inits, [2]int{k, i})
+			return
+		}
 	}
 }
 
@@ -1958,9 +2002,9 @@ func (r *rewriter) constantDecl(i int) (int, bool) {
 		}
 	}
 	name := r.toks[eq-1].text
-	fn := fmt.Sprintf("__emu_fcinit%d", len(r.inits))
+	fn := fmt.Sprintf("__emu_fcinit%d", len(r.derInits))
 	r.derived[name] = true
-	r.inits = append(r.inits, r.qualify(fn))
+	r.derInits = append(r.derInits, r.qualify(fn))
 	r.replace(i, i, static)
 	r.replace(eq, eq, fmt.Sprintf("; static void %s() { %s =", fn, name))
 	r.replace(semi, semi, "; }")
@@ -3095,14 +3139,29 @@ func (r *rewriter) rootSpace(i int) int {
 	return space
 }
 
-// constSwizzles rewrites the swizzle reads (`v.x`, `k.yx`) in constexpr
-// code, a constexpr variable's initialiser, a constexpr function's body and
-// a static_assert's condition, into metal::__emu::cx_swz, which reads them in a constant expression
-// where clang (19) evaluates no vector swizzle; elsewhere, and on what is
-// no vector (a struct's field named x), it reads the member as written. An
-// assignment's target stays as written.
+// constSwizzles rewrites the swizzle reads (`v.x`, `k.yx`) and subscript
+// reads (`v[2]`) in constexpr code, a constexpr variable's initialiser, a
+// constexpr function's body and a static_assert's condition, and in what
+// must be a constant expression elsewhere, an array bound and a template's
+// arguments, into metal::__emu::cx_swz and cx_idx, which read them in a
+// constant expression where clang (19) evaluates no vector swizzle or
+// element; elsewhere, and on what is no vector (a struct's field named x,
+// an array), they read as written. An assignment's target stays as
+// written.
 func (r *rewriter) constSwizzles() {
 	for i := 0; i < len(r.toks); i++ {
+		if t := r.text(i); t == "[" && r.arrayBound(i) {
+			if m := r.match(i); m > 0 {
+				r.constReads(i, m)
+				i = m
+			}
+			continue
+		} else if t == "<" && i > 0 && r.tok(i-1).kind == tIdent && r.maybeTemplate(i-1) {
+			if m := r.angleArgs(i, false); m > 0 {
+				r.constReads(i, m)
+			}
+			continue
+		}
 		from, to := -1, -1
 		if r.text(i) == "static_assert" && r.text(i+1) == "(" {
 			from, to = i+1, r.match(i+1)
@@ -3151,16 +3210,114 @@ func (r *rewriter) constSwizzles() {
 				}
 			}
 		}
-		// Right to left, so that of `v.xy.x` the outer read wraps the inner.
-		for j := to - 1; from >= 0 && j > from; j-- {
-			if r.text(j) == "." && r.tok(j+1).kind == tIdent {
-				r.constSwizzle(j)
-			}
+		if from >= 0 {
+			r.constReads(from, to)
 		}
 		if to > i {
 			i = to
 		}
 	}
+}
+
+// constReads rewrites the swizzle and subscript reads between tokens from
+// and to (exclusive), right to left, so that of `v.xy.x` or `v[1][0]` the
+// outer read wraps the inner.
+func (r *rewriter) constReads(from, to int) {
+	for j := to - 1; from >= 0 && j > from; j-- {
+		if r.text(j) == "." && r.tok(j+1).kind == tIdent {
+			r.constSwizzle(j)
+		} else if r.text(j) == "[" {
+			r.constIndex(j)
+		}
+	}
+}
+
+// arrayBound reports whether the '[' at i bounds an array a declaration
+// declares: it follows the declared name, which follows a type's last word
+// or template arguments (`float a[N]`, `array<int, 2> b[N]`); an
+// expression's subscript follows an operator or a statement's start.
+func (r *rewriter) arrayBound(i int) bool {
+	if r.tok(i-1).kind != tIdent || notTypeWords[r.text(i-1)] || r.text(i+1) == "[" || r.text(i-1) == "operator" {
+		return false
+	}
+	p := r.tok(i - 2)
+	return p.kind == tIdent && !notTypeWords[p.text] && p.text != "operator" || p.text == ">" && r.matchBack(i-2) >= 0
+}
+
+// postfixStart is the first token of the postfix expression that ends at
+// token end (`a.b[i].c`, `f(x)`, `(e)`), or -1.
+func (r *rewriter) postfixStart(end int) int {
+	j := end
+	for j >= 0 {
+		t := r.text(j)
+		if t == ")" || t == "]" || t == ">" {
+			m := r.matchBack(j)
+			if m < 0 {
+				return -1
+			}
+			j = m - 1
+			if t == ">" || r.tok(j).kind == tIdent {
+				continue
+			}
+			j = m
+			break
+		}
+		if r.tok(j).kind != tIdent || notTypeWords[t] && t != "auto" {
+			return -1
+		}
+		if p := r.text(j - 1); p == "." || p == "->" || p == "::" {
+			j -= 2
+			continue
+		}
+		break
+	}
+	return j
+}
+
+// constRead reports whether the read of the postfix expression from token
+// start to token end (inclusive), followed by the token after end, may be
+// wrapped: it is no assignment's target, no operand of &, ++ or --, and no
+// other edit replaces text around it.
+func (r *rewriter) constRead(start, end int) bool {
+	switch r.text(end + 1) {
+	case "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--":
+		return false
+	}
+	if start < 0 {
+		return false
+	}
+	if p := r.text(start - 1); p == "&" || p == "++" || p == "--" {
+		return false
+	}
+	s, e := r.toks[start].pos, r.toks[end].end
+	for _, ed := range r.edits {
+		if ed.start < s && s < ed.end || ed.start < e && e < ed.end {
+			return false
+		}
+	}
+	return true
+}
+
+// constIndex rewrites the subscript read whose '[' is at open, `v[k]`
+// becoming `::metal::__emu::cx_idx(v, k)`. A subscript that declares an
+// array (its bound, after a type and a name) stays.
+func (r *rewriter) constIndex(open int) {
+	m := r.match(open)
+	if m < 0 || m == open+1 || r.text(open+1) == "[" || r.text(open-1) == "[" {
+		return
+	}
+	start := r.postfixStart(open - 1)
+	if start < 0 || r.arrayBound(open) || !r.constRead(start, m) {
+		return
+	}
+	for _, e := range r.edits {
+		if e.end > e.start && (e.start < r.toks[open].end && r.toks[open].pos < e.end || e.start < r.toks[m].end && r.toks[m].pos < e.end) {
+			return
+		}
+	}
+	r.edits = append(r.edits, edit{r.toks[start].pos, r.toks[start].pos, "::metal::__emu::cx_idx("})
+	r.replace(open, open, ", ")
+	r.replace(m, m, ")")
 }
 
 // constSwizzle rewrites the swizzle read whose '.' is at dot, if it is one.
@@ -3178,50 +3335,15 @@ func (r *rewriter) constSwizzle(dot int) {
 			break
 		}
 	}
-	if len(name) > 4 || len(idx) != len(name) {
-		return
-	}
-	switch r.text(dot + 2) {
-	case "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--", "(":
+	if len(name) > 4 || len(idx) != len(name) || r.text(dot+2) == "(" {
 		return
 	}
 	// The operand: a postfix expression, `a.b[i].c`, `f(x)`, `(e)`.
-	j := dot - 1
-	for j >= 0 {
-		t := r.text(j)
-		if t == ")" || t == "]" || t == ">" {
-			m := r.matchBack(j)
-			if m < 0 {
-				return
-			}
-			j = m - 1
-			if t == ">" || r.tok(j).kind == tIdent {
-				continue
-			}
-			j = m
-			break
-		}
-		if r.tok(j).kind != tIdent || notTypeWords[t] && t != "auto" {
-			return
-		}
-		if p := r.text(j - 1); p == "." || p == "->" || p == "::" {
-			j -= 2
-			continue
-		}
-		break
-	}
-	if j < 0 {
+	j := r.postfixStart(dot - 1)
+	if !r.constRead(j, dot+1) {
 		return
 	}
-	if p := r.text(j - 1); p == "&" || p == "++" || p == "--" {
-		return
-	}
-	start, end := r.toks[j].pos, r.toks[dot+1].end
-	for _, e := range r.edits {
-		if e.start < start && start < e.end || e.start < end && end < e.end {
-			return
-		}
-	}
+	start := r.toks[j].pos
 	r.edits = append(r.edits, edit{start, start, "::metal::__emu::cx_swz<" + strings.Join(idx, ", ") + ">("})
 	r.insertAfter(dot+1, ", [](const auto &__q) { return ::metal::__emu::swz_value(__q."+name+"); })")
 	r.replace(dot, dot+1, "")
