@@ -758,7 +758,9 @@ kernel void barriers(device int* x [[buffer(0)]], uint i [[thread_position_in_gr
 // and the lowest value over -1 (scalar or lane), trapped on the CPU and
 // ended the process, where a GPU gives a value: the dispatch fails naming
 // the line, the lane and the thread, and values that divide run as C++
-// divides them.
+// divides them; a compound assignment's left side that cannot be read
+// twice (`x[2 * min(i, 1u)]`, `s.a[bump(n, 0)]`) runs once and is checked
+// alike.
 func TestIntegerDivisionTraps(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	const src = `#include <metal_stdlib>
@@ -809,6 +811,27 @@ kernel void deref(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid
   *p /= x[2 * i + 1];
   x[2 * i] = v;
 }
+struct S { int a[2]; };
+int bump(thread int& n, int k) { n++; return k; }
+kernel void member(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  S s = {{x[8 * i], 0}};
+  int n = 0;
+  s.a[bump(n, 0)] %= x[8 * i + 4];
+  x[8 * i] = s.a[0];
+  x[8 * i + 1] = n;
+}
+kernel void dmember(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int n = 0;
+  x[8 * bump(n, i)] /= x[8 * i + 4];
+  x[8 * i + 1] = n;
+}
+kernel void velem(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int4 v = x[2 * i];
+  int n = 0;
+  v[bump(n, 1)] /= x[2 * i + 1].y;
+  v.x += n - 1;
+  x[2 * i] = v;
+}
 `
 	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
 	if err != nil {
@@ -837,6 +860,10 @@ kernel void deref(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid
 		{"sassign", "integer division overflow: -2147483648 % -1 at k.metal:28", over, [4]int32{1, -9, 100, minInt}},
 		{"lane", "integer division overflow: -2147483648 / -1 at k.metal:32", over, [4]int32{7, -3, 100, minInt}},
 		{"opaque", "integer division by zero in lane 2 at k.metal:36", zero, [4]int32{3, -3, -14, minInt}},
+		{"opaque", "integer division overflow in lane 0: -2147483648 / -1 at k.metal:36", over, [4]int32{3, -3, -14, minInt}},
+		{"member", "integer division overflow: -2147483648 % -1 at k.metal:54", over, [4]int32{1, 1, 100, minInt}},
+		{"dmember", "integer division overflow: -2147483648 / -1 at k.metal:60", over, [4]int32{3, 1, 100, minInt}},
+		{"velem", "integer division overflow: -2147483648 / -1 at k.metal:66", over, [4]int32{7, -3, 100, minInt}},
 		{"mixed", "integer division by zero in lane 2 at k.metal:40", zero, [4]int32{3, -3, -14, 0}},
 		{"deref", "integer division overflow in lane 0: -2147483648 / -1 at k.metal:46", over, [4]int32{3, -3, -14, minInt}},
 	} {

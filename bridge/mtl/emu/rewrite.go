@@ -2721,9 +2721,11 @@ func (r *rewriter) className() string {
 // becomes `a /div_at()/ b`, which C++ groups as `(a / div_at()) / b`, so
 // neither operand need be delimited here; the shim's operators divide as
 // `a / b` does, and a type other than an integer passes unchecked. `a /= b`
-// becomes `a /= div_into([&] { return a; }) = b`, where a is delimited
-// (compoundLHS), else `a /= div_into() = b`, which checks the divisor's
-// lanes for 0 alone. A token another rewrite replaces is left as it is.
+// becomes `a /= div_into([&] { return a; }) = b`, where a reads plainly
+// (compoundLHS); `p[k] /= b`, whose p or k may not be evaluated twice
+// (`x[f(i)]`), `div_index(p, k) /= div_val() = b` (indexLHS); else `a /=
+// div_into() = b`, which checks the divisor's lanes for 0 alone. A token
+// another rewrite replaces is left as it is.
 func (r *rewriter) divOps() {
 	var spans [][2]int // the bytes other rewrites replace
 	for _, e := range r.edits {
@@ -2753,6 +2755,13 @@ func (r *rewriter) divOps() {
 		get := ""
 		if start := r.compoundLHS(i); start >= 0 {
 			get = "[&]() { return " + r.src[r.toks[start].pos:r.toks[i-1].end] + "; }"
+		} else if open, start := r.indexLHS(i); start >= 0 && !replaced(r.toks[open]) && !replaced(r.toks[i-1]) {
+			// `b[k] /= d`, b or k not to be repeated: each runs once.
+			r.edits = append(r.edits, edit{r.toks[start].pos, r.toks[start].pos, "::metal::__emu::div_index("})
+			r.replace(open, open, ", ")
+			r.replace(i-1, i-1, ")")
+			r.insertAfter(i, " ::metal::__emu::"+at+"_val() =")
+			continue
 		}
 		r.insertAfter(i, " ::metal::__emu::"+at+"_into("+get+") =")
 	}
@@ -2798,6 +2807,27 @@ func (r *rewriter) compoundLHS(k int) int {
 			return -1
 		}
 	}
+}
+
+// indexLHS returns the '[' and the first token of the left side of the
+// compound assignment at k when it is a subscript of a postfix expression
+// (`x[2 * min(i, 1u)]`, `s.a[f(i)]`, `f(p)[k]`), or -1s.
+func (r *rewriter) indexLHS(k int) (open, start int) {
+	if r.text(k-1) != "]" {
+		return -1, -1
+	}
+	open = r.matchBack(k - 1)
+	if open < 1 || r.text(open-1) == "[" {
+		return -1, -1
+	}
+	start = r.postfixStart(open - 1)
+	if start < 0 || notPrimary[r.text(start)] {
+		return -1, -1
+	}
+	if p := r.text(start - 1); !lhsBefore[p] && !assignOps[p] {
+		return -1, -1
+	}
+	return open, start
 }
 
 // lhsBefore are the tokens an assignment's left side may follow.
