@@ -1,10 +1,8 @@
 package emu_test
 
 import (
-	"fmt"
 	"testing"
 
-	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 )
 
@@ -57,29 +55,6 @@ void via_ref(device S& s, uint i) { twice(&s.a[i]); }
 		"S s; s.a[i] = x[i]; x[i] = t_get(&s.a[i]) * 2 + 1",
 		"S ls; thread S* lp = &ls; lp->a[i] = x[i]; x[i] = t_get(&lp->a[i]) * 2 + 1",
 	}
-	src := head
-	for j, body := range cases {
-		src += fmt.Sprintf("kernel void k%d(device float* x [[buffer(0)]], constant float* c [[buffer(1)]], uint i [[thread_position_in_grid]]) { %s; }\n", j, body)
-	}
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := make([]float32, 32)
-	for i := range in {
-		in[i] = float32(i)
-	}
-	for j, body := range cases {
-		x, c := f32Buf(t, dev, in), f32Buf(t, dev, in)
-		if err := run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: x}, arg{buf: c}); err != nil {
-			t.Errorf("%s: %v", body, err)
-			continue
-		}
-		for i, v := range f32s(x) {
-			if want := float32(2*i + 1); v != want {
-				t.Errorf("%s: x[%d] = %v, want %v", body, i, v, want)
-				break
-			}
-		}
-	}
+	runBodies(t, dev, head, "device float* x [[buffer(0)]], constant float* c [[buffer(1)]], uint i [[thread_position_in_grid]]", cases, 2,
+		func(_, i int) float32 { return float32(2*i + 1) })
 }

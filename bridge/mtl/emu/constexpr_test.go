@@ -1,10 +1,8 @@
 package emu_test
 
 import (
-	"fmt"
 	"testing"
 
-	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 )
 
@@ -51,29 +49,10 @@ constexpr bool2 M = int2(1, 2) < int2(3, 1);
 		{"constexpr bool2 m = !bool2(true, false) && bool2(true); static_assert(all(int4(1, 2, 3, 4) < int4(5)), \"all\"); constexpr bool a = any(float2(1, 2) == float2(0, 2)); x[i] += m.y + a + tk<any(M)>()", func(i int) float32 { return float32(i + 3) }},
 		{"constexpr float4 c = (float4)int4(1, 2, 3, 4); static_assert(c.w == 4, \"c.w\"); x[i] += c.w", func(i int) float32 { return float32(i + 4) }},
 	}
-	src := head
+	bodies := make([]string, len(cases))
 	for j, c := range cases {
-		src += fmt.Sprintf("kernel void k%d(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { %s; }\n", j, c.body)
+		bodies[j] = c.body
 	}
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := make([]float32, 32)
-	for i := range in {
-		in[i] = float32(i)
-	}
-	for j, c := range cases {
-		x := f32Buf(t, dev, in)
-		if err := run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: x}); err != nil {
-			t.Errorf("%s: %v", c.body, err)
-			continue
-		}
-		for i, v := range f32s(x) {
-			if want := c.want(i); v != want {
-				t.Errorf("%s: x[%d] = %v, want %v", c.body, i, v, want)
-				break
-			}
-		}
-	}
+	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]", bodies, 1,
+		func(j, i int) float32 { return cases[j].want(i) })
 }

@@ -91,8 +91,9 @@ type arg struct {
 	tg    int
 }
 
-// run encodes one dispatch with args bound at indices 0, 1, ... and waits.
-func run(t testing.TB, dev *emu.Device, p mtl.Pipeline, groups, tpg [3]int, args ...arg) error {
+// encode encodes one dispatch with args bound at indices 0, 1, ... into a
+// new command buffer, which it does not commit.
+func encode(t testing.TB, dev *emu.Device, p mtl.Pipeline, groups, tpg [3]int, args ...arg) mtl.CommandBuffer {
 	t.Helper()
 	q, _ := dev.NewCommandQueue()
 	cb, _ := q.CommandBuffer()
@@ -113,8 +114,96 @@ func run(t testing.TB, dev *emu.Device, p mtl.Pipeline, groups, tpg [3]int, args
 	}
 	enc.DispatchThreadgroups(groups, tpg)
 	enc.End()
+	return cb
+}
+
+// run encodes one dispatch with args bound at indices 0, 1, ... and waits.
+func run(t testing.TB, dev *emu.Device, p mtl.Pipeline, groups, tpg [3]int, args ...arg) error {
+	t.Helper()
+	cb := encode(t, dev, p, groups, tpg, args...)
 	cb.Commit()
 	return cb.Wait()
+}
+
+// runWithin runs one dispatch of kernel name of lib as run does and returns
+// its error, and fails the test where it has not returned within limit (a
+// kernel the time limit did not stop).
+func runWithin(t *testing.T, limit time.Duration, dev *emu.Device, lib mtl.Library, name string, groups, tpg [3]int, args ...arg) error {
+	t.Helper()
+	p := pipe(t, lib, name, nil)
+	errc := make(chan error, 1)
+	go func() { errc <- run(t, dev, p, groups, tpg, args...) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(limit):
+		t.Fatalf("%s: the dispatch still runs after %v", name, limit)
+		return nil
+	}
+}
+
+// newLibrary builds src as k.metal with the default options.
+func newLibrary(t testing.TB, dev *emu.Device, src string) mtl.Library {
+	t.Helper()
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib
+}
+
+// caseLibrary builds head and a kernel for each of n cases, named k0, k1,
+// ..., as kernel writes it (a blank line for a case with none), into one
+// library: each library loaded maps its own fiber stacks.
+func caseLibrary(t testing.TB, dev *emu.Device, head string, n int, kernel func(name string, j int) string) mtl.Library {
+	t.Helper()
+	src := head
+	for j := range n {
+		src += kernel(fmt.Sprintf("k%d", j), j)
+	}
+	return newLibrary(t, dev, src)
+}
+
+// runCase runs case j's kernel of a caseLibrary on one threadgroup of the
+// given number of threads, with args bound as run binds them.
+func runCase(t testing.TB, dev *emu.Device, lib mtl.Library, j, threads int, args ...arg) error {
+	t.Helper()
+	return run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{threads, 1, 1}, args...)
+}
+
+// runBodies builds, after head, a kernel of params for each body, runs
+// each on one threadgroup of 32 threads with each of its nbufs buffers
+// holding 0, 1, ..., 31, and holds x, the first, to want(j, i) for body j.
+func runBodies(t *testing.T, dev *emu.Device, head, params string, bodies []string, nbufs int, want func(j, i int) float32) {
+	t.Helper()
+	lib := caseLibrary(t, dev, head, len(bodies), func(name string, j int) string {
+		return fmt.Sprintf("kernel void %s(%s) { %s; }\n", name, params, bodies[j])
+	})
+	for j, body := range bodies {
+		args := make([]arg, nbufs)
+		for k := range args {
+			args[k] = arg{buf: iotaBuf(t, dev, 32)}
+		}
+		if err := runCase(t, dev, lib, j, 32, args...); err != nil {
+			t.Errorf("%s: %v", body, err)
+			continue
+		}
+		for i, v := range f32s(args[0].buf) {
+			if w := want(j, i); v != w {
+				t.Errorf("%s: x[%d] = %v, want %v", body, i, v, w)
+				break
+			}
+		}
+	}
+}
+
+// iotaBuf is a buffer of the floats 0, 1, ..., n-1.
+func iotaBuf(t testing.TB, dev *emu.Device, n int) mtl.Buffer {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(i)
+	}
+	return f32Buf(t, dev, v)
 }
 
 func pipe(t testing.TB, l mtl.Library, name string, fc mtl.FunctionConstants) mtl.Pipeline {
@@ -729,10 +818,7 @@ kernel void barriers(device int* x [[buffer(0)]], uint i [[thread_position_in_gr
   x[i] = q;
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, src)
 	for _, c := range []struct {
 		kernel string
 		line   int
@@ -833,10 +919,7 @@ kernel void velem(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid
   x[2 * i] = v;
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, src)
 	const minInt = -1 << 31
 	// Thread 0 divides good by good; thread 1 divides bad by bad.
 	good := [8]int32{7, -9, 100, minInt, 2, 3, -7, 1}
@@ -918,10 +1001,7 @@ kernel void param(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]
   x[i] = get(q + x[i]);
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, src)
 	for _, c := range []struct {
 		kernel string
 		line   int
@@ -965,10 +1045,7 @@ kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]])
   x[i] = first(buf, i) + sum2(buf, buf) + plain(buf) + any_ptr(buf) + float(first(ints, 1u)) + n;
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, src)
 	in := make([]float32, 32)
 	for k := range in {
 		in[k] = float32(10 * k)
@@ -1008,10 +1085,7 @@ kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]])
   x[i] = v;
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, src)
 	b := f32Buf(t, dev, []float32{1, 2, 3, 4})
 	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{4, 1, 1}, arg{buf: b}); err != nil {
 		t.Fatal(err)
@@ -1046,10 +1120,7 @@ kernel void member(device int* x [[buffer(0)]], uint i [[thread_position_in_grid
   x[i] = int(a.v[x[i]]);
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, src)
 	for _, c := range []struct {
 		kernel, want string
 		bad          uint32
@@ -1086,13 +1157,10 @@ kernel void k(device float* x [[buffer(0)]], constant uint& off [[buffer(1)]], u
   x[i] = local[5];
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, src)
 	p := pipe(t, lib, "k", nil)
 	b := newBuf(t, dev, 8)
-	err = run(t, dev, p, [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}, arg{bytes: u32Bytes(1)})
+	err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}, arg{bytes: u32Bytes(1)})
 	var ee *emu.ExecutionError
 	const want = "needs 16-byte alignment at k.metal:6"
 	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "misaligned access to thread memory") || !strings.Contains(err.Error(), want) {
@@ -1119,10 +1187,7 @@ kernel void k(device float* x [[buffer(0)]], device const packed_float3* p [[buf
   x[i] = a.x + b.y + c.z + float2(ph).y + float(half2(ph).x);
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, src)
 	b := newBuf(t, dev, 8)
 	in := f32Buf(t, dev, []float32{1, 2, 3, 10, 20, 30})
 	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}, arg{buf: in}); err != nil {
@@ -1154,10 +1219,7 @@ kernel void k(device float* x [[buffer(0)]], device const Row* rows [[buffer(1)]
   x[i] = total(a) + float(none.empty()) + float(none.size());
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, src)
 	b := newBuf(t, dev, 8)
 	rows := f32Buf(t, dev, []float32{0, 0, 10, 0, 0, 20})
 	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}, arg{buf: rows}); err != nil {
@@ -1184,17 +1246,12 @@ func TestFloatLiterals(t *testing.T) {
 		{"x[i] + 0x1p-24 + 0x1p-24", 1, 1},
 		{"x[i] * 1.5h + 0x10 + 1.5f + 2", 2, 2*1.5 + 16 + 1.5 + 2},
 	}
-	src := "#include <metal_stdlib>\nusing namespace metal;\n"
-	for j, c := range cases {
-		src += fmt.Sprintf("kernel void k%d(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { auto v = %s; x[i] = v; }\n", j, c.expr)
-	}
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := caseLibrary(t, dev, "#include <metal_stdlib>\nusing namespace metal;\n", len(cases), func(name string, j int) string {
+		return fmt.Sprintf("kernel void %s(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { auto v = %s; x[i] = v; }\n", name, cases[j].expr)
+	})
 	for j, c := range cases {
 		b := f32Buf(t, dev, []float32{c.x})
-		if err := run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: b}); err != nil {
+		if err := runCase(t, dev, lib, j, 1, arg{buf: b}); err != nil {
 			t.Fatal(err)
 		}
 		if got := f32s(b)[0]; got != c.want {
@@ -1356,10 +1413,7 @@ func TestMaxTotalThreadsAttribute(t *testing.T) {
 		{1025, 0},
 		{4096, 0},
 	} {
-		lib, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.n)}, mtl.CompileOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		lib := newLibrary(t, dev, fmt.Sprintf(src, c.n))
 		p, err := lib.Pipeline("k", nil)
 		switch {
 		case c.want != 0 && err != nil:
@@ -1397,16 +1451,9 @@ func TestAtomicAddressSpaces(t *testing.T) {
 		{"atomic_fetch_sub_explicit(&tf[0], 1.0f, memory_order_relaxed)", false},
 		{"tg_add(&tf[0])", false},
 	}
-	src := head
+	lib := caseLibrary(t, dev, head, len(cases), func(name string, j int) string { return kernel(name, cases[j].body) })
 	for j, c := range cases {
-		src += kernel(fmt.Sprintf("k%d", j), c.body)
-	}
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for j, c := range cases {
-		err := run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: newBuf(t, dev, 4)}, arg{buf: newBuf(t, dev, 4)})
+		err := runCase(t, dev, lib, j, 32, arg{buf: newBuf(t, dev, 4)}, arg{buf: newBuf(t, dev, 4)})
 		at := fmt.Sprintf("k.metal:%d:", 4+j)
 		if c.body == "tg_add(&tf[0])" {
 			at = "k.metal:3:" // the atomic call, in the helper
@@ -1506,10 +1553,7 @@ kernel void k(device const float* in [[buffer(0)]], device int* out [[buffer(1)]
       out[4 * i + j] = r[i][j];
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": values}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, values)
 	out := newBuf(t, dev, 4*64)
 	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: f32Buf(t, dev, []float32{1, -2, 3, -4})}, arg{buf: out}); err != nil {
 		t.Fatal(err)
@@ -1597,10 +1641,7 @@ kernel void k(device int* out [[buffer(0)]]) {
       out[4 * i + j] = r[i][j];
 }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": values}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, values)
 	out := newBuf(t, dev, 4*28)
 	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: out}); err != nil {
 		t.Fatal(err)
@@ -1818,18 +1859,12 @@ func TestAddressSpaceConversions(t *testing.T) {
 	}
 	// The cases that build share one library: each library loaded maps its
 	// own fiber stacks.
-	src := head
-	for j, c := range cases {
-		if c.want != build {
-			src += kernel(fmt.Sprintf("k%d", j), c.body)
-		} else {
-			src += "\n"
+	lib := caseLibrary(t, dev, head, len(cases), func(name string, j int) string {
+		if cases[j].want == build {
+			return "\n"
 		}
-	}
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+		return kernel(name, cases[j].body)
+	})
 	for j, c := range cases {
 		at := fmt.Sprintf("k.metal:%d:", 6+j)
 		if strings.HasPrefix(c.body, "x[i] = t_first(&") || strings.HasPrefix(c.body, "x[i] = p_first(&") || strings.Contains(c.body, "p_inc(x") ||
@@ -1844,7 +1879,7 @@ func TestAddressSpaceConversions(t *testing.T) {
 			}
 			continue
 		}
-		err := run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: newBuf(t, dev, 4*32)})
+		err := runCase(t, dev, lib, j, 32, arg{buf: newBuf(t, dev, 4*32)})
 		var ee *emu.ExecutionError
 		switch {
 		case c.want == ok && err != nil:
@@ -2300,10 +2335,7 @@ template [[host_name("tk_small")]] kernel void tk<float, 256>(device float*, uin
 template [[host_name("tk_big")]] kernel void tk<float, 8448>(device float*, uint);
 kernel void k16(device float* x [[buffer(0)]], threadgroup float* d [[threadgroup(0)]], uint i [[thread_position_in_grid]]) { threadgroup float s[4096]; s[i] = 1; d[i] = 1; x[i] = s[i] + d[i]; }
 `
-	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := newLibrary(t, dev, src)
 	for _, c := range []struct {
 		kernel string
 		dyn    int    // dynamic threadgroup(0) bytes, for k16

@@ -86,16 +86,9 @@ func checkRecursion(t *testing.T, opts emu.Options, src string) {
 		{"rec_heavy", []string{"stack overflow in heavy at k.metal:15: ", overflow}},
 		{"rec_tail", []string{"no progress within the dispatch time limit of 500ms (Options.DispatchTimeout; an endless loop or recursion?): stopped in a call of forever at k.metal:20 (thread ("}},
 	} {
-		p := pipe(t, lib, tc.kernel, nil)
-		errc := make(chan error, 1)
-		go func() { errc <- run(t, dev, p, [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out}) }()
-		select {
-		case err := <-errc:
-			wantExecError(t, err, append([]string{"kernel " + tc.kernel + ": "}, tc.want...)...)
-			t.Log(err)
-		case <-time.After(60 * time.Second):
-			t.Fatalf("%s: the dispatch still runs after 60s", tc.kernel)
-		}
+		err := runWithin(t, 60*time.Second, dev, lib, tc.kernel, [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out})
+		wantExecError(t, err, append([]string{"kernel " + tc.kernel + ": "}, tc.want...)...)
+		t.Log(err)
 	}
 	if err := run(t, dev, pipe(t, lib, "rec_fine", nil), [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out}); err != nil {
 		t.Fatalf("a dispatch after the failed ones: %v", err)

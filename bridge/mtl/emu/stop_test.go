@@ -118,35 +118,20 @@ kernel void spin_range(device uint* out [[buffer(0)]], uint i [[thread_position_
 		{"spin_for_decl", "k.metal:39"},
 		{"spin_for_decl_brace", "k.metal:42"},
 	} {
-		p := pipe(t, lib, tc.kernel, nil)
-		errc := make(chan error, 1)
-		go func() { errc <- run(t, dev, p, [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out}) }()
-		select {
-		case err := <-errc:
-			where := "stopped in the loop at " + tc.loop
-			// Every thread may be waiting at the barrier when the limit
-			// comes: the message then names the barrier, on the same line.
-			if w := waiting[tc.kernel]; w != "" && err != nil && strings.Contains(err.Error(), w) {
-				where = w
-			}
-			wantExecError(t, err, "kernel "+tc.kernel+": no progress within the dispatch time limit of 300ms", where)
-			t.Log(err)
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s: the dispatch still runs after 20s", tc.kernel)
+		err := runWithin(t, 20*time.Second, dev, lib, tc.kernel, [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out})
+		where := "stopped in the loop at " + tc.loop
+		// Every thread may be waiting at the barrier when the limit
+		// comes: the message then names the barrier, on the same line.
+		if w := waiting[tc.kernel]; w != "" && err != nil && strings.Contains(err.Error(), w) {
+			where = w
 		}
+		wantExecError(t, err, "kernel "+tc.kernel+": no progress within the dispatch time limit of 300ms", where)
+		t.Log(err)
 	}
 	// A range-based for stops in its range's functions.
-	errc := make(chan error, 1)
-	go func() {
-		errc <- run(t, dev, pipe(t, lib, "spin_range", nil), [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out})
-	}()
-	select {
-	case err := <-errc:
-		wantExecError(t, err, "kernel spin_range: no progress within the dispatch time limit of 300ms",
-			"stopped in a call of operator", " at k.metal:44 (thread (")
-	case <-time.After(20 * time.Second):
-		t.Fatal("spin_range: the dispatch still runs after 20s")
-	}
+	err = runWithin(t, 20*time.Second, dev, lib, "spin_range", [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out})
+	wantExecError(t, err, "kernel spin_range: no progress within the dispatch time limit of 300ms",
+		"stopped in a call of operator", " at k.metal:44 (thread (")
 	// The device and library stay usable.
 	if err := run(t, dev, pipe(t, lib, "finite", nil), [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out}); err != nil {
 		t.Fatalf("a dispatch after the time limit: %v", err)

@@ -11,25 +11,7 @@ import (
 // witnessRun runs one dispatch like run, and returns its cost witness.
 func witnessRun(t *testing.T, dev *emu.Device, p mtl.Pipeline, groups, tpg [3]int, args ...arg) []mtl.DispatchStats {
 	t.Helper()
-	q, _ := dev.NewCommandQueue()
-	cb, _ := q.CommandBuffer()
-	enc, err := cb.ComputeEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc.SetPipeline(p)
-	for i, a := range args {
-		switch {
-		case a.buf != nil:
-			enc.SetBuffer(a.buf, 0, i)
-		case a.bytes != nil:
-			enc.SetBytes(a.bytes, i)
-		case a.tg > 0:
-			enc.SetThreadgroupMemoryLength(a.tg, 0)
-		}
-	}
-	enc.DispatchThreadgroups(groups, tpg)
-	enc.End()
+	cb := encode(t, dev, p, groups, tpg, args...)
 	w, ok := cb.(mtl.CostWitness)
 	if !ok {
 		t.Fatalf("%T is not an mtl.CostWitness", cb)
