@@ -1023,6 +1023,81 @@ kernel void param(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]
 	}
 }
 
+// A thread pointer moved past its variable where no check sees it (`p +=
+// n`, then `p[1]`) read or wrote an address no mapping holds, faulting and
+// ending the process: the fault fails the dispatch, naming the kernel, the
+// address and the thread, and the device runs the next dispatch. A fault in
+// Go code stays Go's (a nil pointer's panic).
+func TestWildThreadPointerFaults(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("skipping: the wild address is one x86-64 does not map")
+	}
+	// Both fiber switches leave the handler for the scheduler: the assembly
+	// one of Linux x86-64, and the ucontext one other systems use.
+	for _, cflags := range [][]string{nil, {"-DMSL_EMU_UCONTEXT"}} {
+		t.Run(strings.Join(append([]string{"switch"}, cflags...), " "), func(t *testing.T) {
+			checkWildFaults(t, newDevice(t, emu.Options{Workers: 2, CFlags: cflags}))
+		})
+	}
+	var p *int
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Errorf("a nil pointer read in Go did not panic")
+			}
+		}()
+		_ = *p
+	}()
+}
+
+// checkWildFaults runs kernels whose thread 1 reads or writes through a
+// thread pointer 32 TiB past its variable on dev.
+func checkWildFaults(t *testing.T, dev *emu.Device) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void read(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int local[4] = {1, 2, 3, 4};
+  thread int* p = local;
+  p += long(x[i]) << 43;
+  x[i] = p[1];
+}
+kernel void write(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int local[4] = {1, 2, 3, 4};
+  thread int* p = local;
+  p += long(x[i]) << 43;
+  p[1] = 5;
+  x[i] = local[1];
+}
+`
+	lib := newLibrary(t, dev, src)
+	for _, c := range []struct{ kernel, want string }{{"read", "2"}, {"write", "5"}} {
+		// Thread 1's pointer lies 32 TiB past local, where no address is.
+		b := u32Buf(t, dev, []uint32{0, 1})
+		err := run(t, dev, pipe(t, lib, c.kernel, nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b})
+		var ee *emu.ExecutionError
+		want := "kernel " + c.kernel + ": a read or write through a wild pointer faulted"
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "thread (1,0,0)") {
+			t.Errorf("%s: got %v, want an ExecutionError saying %q of thread (1,0,0)", c.kernel, err, want)
+		}
+		b = u32Buf(t, dev, []uint32{0, 0})
+		if err := run(t, dev, pipe(t, lib, c.kernel, nil), [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: b}); err != nil {
+			t.Errorf("%s in range: %v", c.kernel, err)
+		} else if got := u32s(b); fmt.Sprint(got[0]) != c.want || got[1] != got[0] {
+			t.Errorf("%s in range: %v, want %s twice", c.kernel, got, c.want)
+		}
+	}
+	// Every thread of many groups, on every worker, faulting at once.
+	all := make([]uint32, 16*32)
+	for i := range all {
+		all[i] = 1
+	}
+	err := run(t, dev, pipe(t, lib, "read", nil), [3]int{16, 1, 1}, [3]int{32, 1, 1}, arg{buf: u32Buf(t, dev, all)})
+	if want := "kernel read: a read or write through a wild pointer faulted"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("every thread faulting: got %v, want an error saying %q", err, want)
+	}
+	t.Log(err)
+}
+
 // A threadgroup array passed by its name decays to a threadgroup pointer,
 // as in Metal, from which a function template's `threadgroup T*`
 // parameter deduces T; the emulator's array is a class of its own, and
