@@ -43,6 +43,7 @@ constexpr bool2 M = int2(1, 2) < int2(3, 1);
 		{"x[i] = swap(float2(x[i], 1)).x", func(i int) float32 { return float32(1 + i) }},
 		{"constexpr int4 v = int4(1, 2, 3, 4); constexpr int n = v[2]; float a[n] = {5, 6, 7}; x[i] += a[n - 1] + tk<n>()", func(i int) float32 { return float32(i + 10) }},
 		{"constexpr int4 v = int4(1, 2, 3, 4); float a[v[2]] = {5, 6, 7}; x[i] += a[2] + tk<v[1]>() + sum4(v) + (v * 2)[3]", func(i int) float32 { return float32(i + 7 + 2 + 10 + 8) }},
+		{"constexpr int4 v = int4(1, 2, 3, 4); float b[v.y + v[0]] = {1, 2, 3}; x[i] += b[2] + tk<tk<v[2]>() + v[0]>()", func(i int) float32 { return float32(i + 7) }},
 		{"constexpr float r = H[1] + float2(4, 5)[1]; static_assert(int3(7, 8, 9)[2] == 9, \"v[2]\"); x[i] += r", func(i int) float32 { return float32(i + 7) }},
 		{"constexpr int r = M.x * 10 + M[1] + all(M) * 100 + any(M) * 1000; x[i] += r", func(i int) float32 { return float32(i + 1010) }},
 		{"constexpr bool4 b = bool4(true, false, true, true); static_assert(any(b) && !all(b), \"b\"); constexpr int r = b.z + b.yx.y + b.wzyx[2]; x[i] += r", func(i int) float32 { return float32(i + 2) }},

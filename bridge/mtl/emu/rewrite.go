@@ -3172,8 +3172,8 @@ func (r *rewriter) rootSpace(i int) int {
 // constSwizzles rewrites the swizzle reads (`v.x`, `k.yx`) and subscript
 // reads (`v[2]`) in constexpr code, a constexpr variable's initialiser, a
 // constexpr function's body and a static_assert's condition, and in what
-// must be a constant expression elsewhere, an array bound and a template's
-// arguments, into metal::__emu::cx_swz and cx_idx, which read them in a
+// must be a constant expression elsewhere, an array bound and (subscripts
+// alone) a template's arguments, into metal::__emu::cx_swz and cx_idx, which read them in a
 // constant expression where clang (19) evaluates no vector swizzle or
 // element; elsewhere, and on what is no vector (a struct's field named x,
 // an array), they read as written. An assignment's target stays as
@@ -3182,13 +3182,16 @@ func (r *rewriter) constSwizzles() {
 	for i := 0; i < len(r.toks); i++ {
 		if t := r.text(i); t == "[" && r.arrayBound(i) {
 			if m := r.match(i); m > 0 {
-				r.constReads(i, m)
+				r.constReads(i, m, true)
 				i = m
 			}
 			continue
 		} else if t == "<" && i > 0 && r.tok(i-1).kind == tIdent && r.maybeTemplate(i-1) {
+			// Subscripts alone: cx_swz's lambda may not stand in a
+			// template argument (C++17).
 			if m := r.angleArgs(i, false); m > 0 {
-				r.constReads(i, m)
+				r.constReads(i, m, false) // nested arguments too, once
+				i = m
 			}
 			continue
 		}
@@ -3241,7 +3244,7 @@ func (r *rewriter) constSwizzles() {
 			}
 		}
 		if from >= 0 {
-			r.constReads(from, to)
+			r.constReads(from, to, true)
 		}
 		if to > i {
 			i = to
@@ -3249,12 +3252,12 @@ func (r *rewriter) constSwizzles() {
 	}
 }
 
-// constReads rewrites the swizzle and subscript reads between tokens from
-// and to (exclusive), right to left, so that of `v.xy.x` or `v[1][0]` the
-// outer read wraps the inner.
-func (r *rewriter) constReads(from, to int) {
+// constReads rewrites the subscript reads, and with swizzles the swizzle
+// reads, between tokens from and to (exclusive), right to left, so that of
+// `v.xy.x` or `v[1][0]` the outer read wraps the inner.
+func (r *rewriter) constReads(from, to int, swizzles bool) {
 	for j := to - 1; from >= 0 && j > from; j-- {
-		if r.text(j) == "." && r.tok(j+1).kind == tIdent {
+		if r.text(j) == "." && r.tok(j+1).kind == tIdent && swizzles {
 			r.constSwizzle(j)
 		} else if r.text(j) == "[" {
 			r.constIndex(j)
