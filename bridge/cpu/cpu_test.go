@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/kernels"
 )
 
@@ -121,21 +122,7 @@ func TestAttentionRaggedBatch(t *testing.T) {
 			nb := maxBlocks * len(seqs)
 			perm := r.Perm(nb)
 			kc, vc := randF32(r, nb*c.kv*c.bs*c.dim), randF32(r, nb*c.kv*c.bs*c.dim)
-			meta := &bridge.StepMeta{MaxBlocks: maxBlocks, BlockSize: c.bs, QueryStartLoc: []int32{0}}
-			for i, s := range seqs {
-				for j := 0; j < maxBlocks; j++ {
-					meta.BlockTable = append(meta.BlockTable, int32(perm[i*maxBlocks+j]))
-				}
-				for p := s[0]; p < s[0]+s[1]; p++ {
-					tab := meta.BlockTable[i*maxBlocks:]
-					meta.SlotMapping = append(meta.SlotMapping, tab[p/c.bs]*int32(c.bs)+int32(p%c.bs))
-					meta.Positions = append(meta.Positions, int32(p))
-				}
-				meta.NumTokens += s[1]
-				meta.QueryStartLoc = append(meta.QueryStartLoc, int32(meta.NumTokens))
-				meta.SeqLens = append(meta.SeqLens, int32(s[0]+s[1]))
-			}
-			meta.NumSeqs = len(seqs)
+			meta := quanttest.RaggedMeta(seqs, maxBlocks, c.bs, perm)
 			T := meta.NumTokens
 			q, k, v := randF32(r, T*c.heads*c.dim), randF32(r, T*c.kv*c.dim), randF32(r, T*c.kv*c.dim)
 			kc2, vc2 := append([]float32(nil), kc...), append([]float32(nil), vc...)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/kernels"
 )
 
@@ -97,22 +98,7 @@ func runWindowAttention(t *testing.T, be *Backend, c windowCase, window int) (go
 	for i := range kref {
 		kref[i], vref[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 	}
-	meta := &bridge.StepMeta{NumSeqs: len(c.seqs), MaxBlocks: maxBlocks, BlockSize: c.bs, QueryStartLoc: []int32{0}}
-	for i, s := range c.seqs {
-		for j := range maxBlocks {
-			meta.BlockTable = append(meta.BlockTable, int32(perm[i*maxBlocks+j]))
-		}
-		for p := s[0]; p < s[0]+s[1]; p++ {
-			tab := meta.BlockTable[i*maxBlocks:]
-			meta.SlotMapping = append(meta.SlotMapping, tab[p/c.bs]*int32(c.bs)+int32(p%c.bs))
-			meta.Positions = append(meta.Positions, int32(p))
-		}
-		meta.NumTokens += s[1]
-		meta.QueryStartLoc = append(meta.QueryStartLoc, int32(meta.NumTokens))
-		meta.SeqLens = append(meta.SeqLens, int32(s[0]+s[1]))
-		meta.MaxQueryLen = max(meta.MaxQueryLen, s[1])
-		meta.MaxSeqLen = max(meta.MaxSeqLen, s[0]+s[1])
-	}
+	meta := quanttest.RaggedMeta(c.seqs, maxBlocks, c.bs, perm)
 	T := meta.NumTokens
 	rnd := func(n int) []float32 {
 		x := make([]float32, n)
