@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/internal/shquote"
@@ -45,6 +46,17 @@ func modelHint(q string) string {
 	return fmt.Sprintf("benchmark it with `mtlbench bench -m %s`, run it with `mtlbench generate --model %s`, or name it in a suite's model: {path: ...}", q, q)
 }
 
+// dbHint names the commands that read the results database at q.
+func dbHint(q string) string {
+	return fmt.Sprintf("mtlbench keeps its results in one: list its runs with `mtlbench runs --db %s`, or report them with `mtlbench report --db %s`", q, q)
+}
+
+// weightsHint is for a safetensors file, or another file of a checkpoint
+// folder, at path: the folder is what runs.
+func weightsHint(path string) string {
+	return "a checkpoint is the folder that holds it and its config.json: " + modelHint(shquote.Quote(filepath.Dir(path)))
+}
+
 // notASuite is the error for a suite path that holds a file of kind k,
 // naming the commands that read it; nil for Unknown, which the YAML parser
 // judges. It is an input error, as a folder given for a suite is.
@@ -52,15 +64,49 @@ func notASuite(path string, k readfile.Kind) error {
 	var hint string
 	switch k {
 	case readfile.SQLite:
-		q := shquote.Quote(path)
-		hint = fmt.Sprintf("mtlbench keeps its results in one: list its runs with `mtlbench runs --db %s`, or report them with `mtlbench report --db %s`", q, q)
+		hint = dbHint(shquote.Quote(path))
 	case readfile.GGUF:
 		hint = modelHint(shquote.Quote(path))
 	case readfile.Safetensors:
 		// A checkpoint is a folder: its config.json says what the tensors are.
-		hint = "a checkpoint is the folder that holds it and its config.json: " + modelHint(shquote.Quote(filepath.Dir(path)))
+		hint = weightsHint(path)
 	default:
 		return nil
 	}
 	return readfile.NotA(fmt.Sprintf("%s: %s, not a suite (%s)", path, k, hint))
+}
+
+// NotAModel is the error for a model path (bench -m, generate --model, a
+// suite's model: {path: ...}) that is a regular file but no GGUF file, by
+// the rule a suite path of another kind is named (notASuite): the results
+// database, a safetensors file or another file of a checkpoint folder, or
+// a suite, with the commands that take it. It is an input error.
+func NotAModel(path string) error {
+	q := shquote.Quote(path)
+	var what, hint string
+	switch k := readfile.KindOf(readfile.Head(path)); {
+	case k == readfile.SQLite:
+		what, hint = k.String(), dbHint(q)
+	case k == readfile.Safetensors:
+		what, hint = k.String(), weightsHint(path)
+	case k == readfile.Unknown && isCheckpoint(filepath.Dir(path)):
+		// config.json or tokenizer.json given for the folder that holds it.
+		what, hint = "a file of a checkpoint folder", weightsHint(path)
+	case k == readfile.Unknown && isSuite(path):
+		what, hint = "a suite", fmt.Sprintf("run it with `mtlbench run %s`", q)
+	default:
+		return readfile.NotA(fmt.Sprintf("model %q is a file but not a GGUF file (it does not open with GGUF's magic): give a checkpoint folder (config.json and safetensors) or a GGUF file", path))
+	}
+	return readfile.NotA(fmt.Sprintf("model %q is %s, not a checkpoint (%s)", path, what, hint))
+}
+
+// isSuite says whether the file at path is a suite: named as suites are
+// (.yaml, .yml), or one that parses.
+func isSuite(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		return true
+	}
+	_, err := Load(path)
+	return err == nil
 }

@@ -167,7 +167,7 @@ func TestBrokenCheckpointBeforeTokenizer(t *testing.T) {
 	}{
 		{[]string{"--model", cut, "--prompt", "Hello"}, "is cut short"},
 		{[]string{"--model", cut, "--tokens", "1,2"}, "is cut short"},
-		{[]string{"--model", weights, "--tokens", "5,17"}, "is a file but not a GGUF file"},
+		{[]string{"--model", weights, "--tokens", "5,17"}, "is a safetensors weights file, not a checkpoint"},
 	} {
 		_, stderr, err := mtl(t, append([]string{"generate", "--backend", "cpu", "-n", "2"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "tokenizer") ||

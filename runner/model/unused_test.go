@@ -3,11 +3,14 @@ package model
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/internal/readfile"
 )
 
 // A GGUF file holding tensors its metadata's model does not read is
@@ -250,5 +253,45 @@ func TestGGUFHeadCountZero(t *testing.T) {
 	_, _, err = Open(Spec{Model: p})
 	if err == nil || !strings.Contains(err.Error(), "llama.attention.head_count is 0") || strings.Contains(err.Error(), "key_length") {
 		t.Errorf("head count 0: %v", err)
+	}
+}
+
+// A file of another kind given for a model (the results database, a suite,
+// a checkpoint's weights or config.json) is named for what it is and for
+// the command that takes it, an input error; a file of no known kind is
+// only not a GGUF file.
+func TestModelPathOfAnotherKind(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	db := write("results.db", append([]byte("SQLite format 3\x00\x10\x00\x02\x02"), make([]byte, 64)...))
+	suite := write("mine.yaml", []byte("name: s\nmodel: {preset: p}\ncases:\n  - name: c\n"))
+	unnamed := write("mine", []byte("name: s\nmodel: {preset: p}\ncases:\n  - name: c\n"))
+	notes := write("notes.txt", []byte("GGU"))
+	ckpt, _ := filepath.Abs(filepath.Join("..", "testdata", "hf", "qwen3"))
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"results database", db, `model "` + db + `" is an SQLite database, not a checkpoint (mtlbench keeps its results in one: list its runs with ` + "`mtlbench runs --db " + db + "`, or report them with `mtlbench report --db " + db + "`)"},
+		{"suite", suite, `model "` + suite + `" is a suite, not a checkpoint (run it with ` + "`mtlbench run " + suite + "`)"},
+		{"suite of any name", unnamed, `model "` + unnamed + `" is a suite, not a checkpoint`},
+		{"safetensors", filepath.Join(ckpt, "model.safetensors"), `is a safetensors weights file, not a checkpoint (a checkpoint is the folder that holds it and its config.json: benchmark it with ` + "`mtlbench bench -m " + ckpt + "`"},
+		{"config.json", filepath.Join(ckpt, "config.json"), `is a file of a checkpoint folder, not a checkpoint (a checkpoint is the folder that holds it and its config.json: benchmark it with ` + "`mtlbench bench -m " + ckpt + "`"},
+		{"another file", notes, `model "` + notes + `" is a file but not a GGUF file (it does not open with GGUF's magic)`},
+	} {
+		_, _, err := Open(Spec{Model: tc.path})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant it to hold %q", tc.name, err, tc.want)
+			continue
+		}
+		if !errors.Is(err, readfile.ErrNotAFile) {
+			t.Errorf("%s: %v is not an input error (readfile.ErrNotAFile)", tc.name, err)
+		}
 	}
 }

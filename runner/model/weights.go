@@ -1145,7 +1145,9 @@ func checkpointPath(name string) (dir bool, err error) {
 		// Reading a named pipe waits for a writer; a device never ends.
 		return false, fmt.Errorf("model %q is %s: give a checkpoint folder (config.json and safetensors) or a GGUF file", name, fileKind(st.Mode()))
 	case !st.IsDir() && !isGGUFPath(name):
-		return false, fmt.Errorf("model %q is a file but not a GGUF file (it does not open with GGUF's magic): give a checkpoint folder (config.json and safetensors) or a GGUF file", name)
+		// The results database, a suite or a checkpoint's own file is
+		// named with the command that takes it, as a suite path is.
+		return false, suites.NotAModel(name)
 	}
 	return st.IsDir(), nil
 }
