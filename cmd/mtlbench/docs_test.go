@@ -42,11 +42,78 @@ func docCommandLines(doc string) (lines []string, at []int) {
 		prose.WriteString(l + "\n")
 	}
 	text := prose.String()
-	for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatchIndex(text, -1) {
-		lines = append(lines, strings.ReplaceAll(text[m[2]:m[3]], "\n", " "))
-		at = append(at, strings.Count(text[:m[0]], "\n")+1)
+	for _, sp := range codeSpans(text) {
+		lines = append(lines, strings.ReplaceAll(text[sp[0]:sp[1]], "\n", " "))
+		at = append(at, strings.Count(text[:sp[0]], "\n")+1)
 	}
 	return lines, at
+}
+
+// codeSpans are the [start, end) offsets of text's inline code spans as
+// CommonMark reads them: a run of backticks opens one that the next run of
+// as many closes (two around one hold a backtick), and a run with no such
+// closer is text; one space each side of a span that has both is cut.
+func codeSpans(text string) [][2]int {
+	run := func(i int) int {
+		j := i
+		for j < len(text) && text[j] == '`' {
+			j++
+		}
+		return j - i
+	}
+	var out [][2]int
+	for i := 0; i < len(text); {
+		if text[i] != '`' {
+			i++
+			continue
+		}
+		n := run(i)
+		start, end := i+n, -1
+		for j := start; j < len(text); {
+			if text[j] != '`' {
+				j++
+				continue
+			}
+			m := run(j)
+			if m == n {
+				end = j
+				break
+			}
+			j += m
+		}
+		if end < 0 {
+			i = start // no closer: the backticks are text
+			continue
+		}
+		a, b := start, end
+		if b-a >= 2 && text[a] == ' ' && text[b-1] == ' ' && strings.Trim(text[a:b], " ") != "" {
+			a, b = a+1, b-1
+		}
+		out = append(out, [2]int{a, b})
+		i = end + n
+	}
+	return out
+}
+
+// Inline code is read as CommonMark reads it, so a span holding a
+// backtick (two backticks around it) leaves the spans after it paired as
+// written.
+func TestDocCommandLinesCodeSpans(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want []string
+	}{
+		{"run `mtlbench runs` and `show`", []string{"mtlbench runs", "show"}},
+		{"a backslash goes before `` ` ``, `*` and `[`", []string{"`", "*", "["}},
+		{"``a `b` c`` then `d`", []string{"a `b` c", "d"}},
+		{"a lone ` backtick, then `code`", []string{"backtick, then"}},
+		{"an unclosed ``` run and `x`", []string{"x"}},
+		{"a pipe: `ssh mac mtlbench export -o - |\nmtlbench import -`", []string{"ssh mac mtlbench export -o - | mtlbench import -"}},
+	} {
+		if got, _ := docCommandLines(c.text); !slices.Equal(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.text, got, c.want)
+		}
+	}
 }
 
 // checkDocCommand checks one shell line: each mtlbench invocation in it
