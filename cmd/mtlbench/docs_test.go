@@ -527,3 +527,83 @@ func readDocs(t *testing.T) []docFile {
 	}
 	return out
 }
+
+// mtlbenchSegments are the mtlbench invocations of a shell line, its
+// comment cut and its spaces made one: `a | mtlbench x > f && mtlbench y`
+// gives "mtlbench x > f" and "mtlbench y".
+func mtlbenchSegments(line string) []string {
+	line, _, _ = strings.Cut(line, " #")
+	var out []string
+	for _, seg := range regexp.MustCompile(`;|&&|\|\|?`).Split(line, -1) {
+		words := strings.Fields(seg)
+		for len(words) > 0 && regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`).MatchString(words[0]) {
+			words = words[1:]
+		}
+		if len(words) > 0 && filepath.Base(words[0]) == "mtlbench" {
+			words[0] = "mtlbench"
+			out = append(out, strings.Join(words, " "))
+		}
+	}
+	return out
+}
+
+func TestMtlbenchSegments(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want []string
+	}{
+		{"mtlbench run ci --tag main   # a comment", []string{"mtlbench run ci --tag main"}},
+		{"mtlbench suites show ci > my.yaml && mtlbench run my.yaml", []string{"mtlbench suites show ci > my.yaml", "mtlbench run my.yaml"}},
+		{"llama-bench -m m.gguf -o jsonl | mtlbench peer import - --model x", []string{"mtlbench peer import - --model x"}},
+		{"MTL_DEBUG_LAYER=1 ./bin/mtlbench  selftest --backend metal 2>&1 | tee log", []string{"mtlbench selftest --backend metal 2>&1"}},
+		{"make build && cp bin/mtlbench /tmp/base", nil},
+	} {
+		if got := mtlbenchSegments(c.line); !slices.Equal(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.line, got, c.want)
+		}
+	}
+}
+
+// The examples a command's help shows (its description's indented
+// lines) are command lines README.md or docs/ show too, and name only
+// commands and flags the CLI has: the help and the docs give one command
+// for one task, and a change to either is made to both.
+func TestHelpExamplesAreInTheDocs(t *testing.T) {
+	app := newApp(io.Discard, io.Discard)
+	app.Setup()
+	documented := map[string]bool{}
+	for _, d := range readDocs(t) {
+		lines, _ := docCommandLines(string(d.text))
+		for _, l := range lines {
+			for _, s := range mtlbenchSegments(l) {
+				documented[s] = true
+			}
+		}
+	}
+	examples := 0
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			name := strings.TrimSpace(path + " " + c.Name)
+			for _, l := range strings.Split(c.Description, "\n") {
+				if !strings.HasPrefix(l, " ") {
+					continue // prose; examples are indented
+				}
+				for _, s := range mtlbenchSegments(l) {
+					examples++
+					if !documented[s] {
+						t.Errorf("mtlbench %s --help shows %q, which no command line of README.md or docs/ shows", name, s)
+					}
+					for _, b := range checkDocCommand(app, s) {
+						t.Errorf("mtlbench %s --help: %s, in %q", name, b, s)
+					}
+				}
+			}
+			walk(name, c.Subcommands)
+		}
+	}
+	walk("", app.Commands)
+	if examples < 20 {
+		t.Errorf("found %d examples in the commands' help, fewer than expected: is the pattern still right?", examples)
+	}
+}

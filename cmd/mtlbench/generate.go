@@ -179,7 +179,7 @@ func generateCommand() *cli.Command {
 			"Examples:\n\n" +
 			"   mtlbench generate --model qwen3-moe-mini --tokens 12,7,300 --max-new-tokens 16\n" +
 			"   mtlbench generate --model gpt2 --dtype q4 --tokens 464,2068 --backend metal --kv-dtype f32 --against cpu\n" +
-			"   mtlbench generate --model ~/models/Qwen3-0.6B-4bit --prompt \"The capital of France is\" -n 8\n" +
+			"   mtlbench generate --model ./Qwen3-0.6B-4bit --prompt \"The capital of France is\" -n 8\n" +
 			"   mtlbench generate --model ~/models/Qwen3-30B-A3B-Q8_0-00001-of-00002.gguf --prompt \"Hello\"\n\n" +
 			"With --prompt the checkpoint's tokenizer.json (else its tekken.json, Mistral's own format),\n" +
 			"or a .gguf file's own tokenizer, encodes the text (docs/tokenizer.md) and the new tokens\n" +

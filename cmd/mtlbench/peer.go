@@ -32,7 +32,7 @@ func peerCommand() *cli.Command {
 				"JSON (tools/peers); the format is recognised unless --from names it. Each tool's\n" +
 				"parameters become the keys `mtlbench bench` gives its cases\n" +
 				"(model/bench/batch=B/gen_len=N/prompt_len=P), so\n" +
-				"  mtlbench bench -m qwen3-30b-a3b -b 1 -p 512 -n 128 --tag mine\n" +
+				"  mtlbench bench -m qwen3-30b-a3b -b 1 -p 512 -n 128 -r 5 --backend metal --tag mine\n" +
 				"  mtlbench peer import llama.json --model qwen3-30b-a3b\n" +
 				"  mtlbench compare llama.cpp mine\n" +
 				"puts both engines' figures side by side. A file that does not say which machine\n" +
