@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
@@ -98,6 +99,16 @@ func NotAModel(path string) error {
 		return readfile.NotA(fmt.Sprintf("model %q is a file but not a GGUF file (it does not open with GGUF's magic): give a checkpoint folder (config.json and safetensors) or a GGUF file", path))
 	}
 	return readfile.NotA(fmt.Sprintf("model %q is %s, not a checkpoint (%s)", path, what, hint))
+}
+
+// ShippedSuiteHint says, of a model name that is no preset and no path,
+// that it names a built-in suite and how to run it; "" for another name.
+func ShippedSuiteHint(name string) string {
+	base := strings.TrimSuffix(name, ".yaml")
+	if !slices.Contains(ShippedNames(), base) {
+		return ""
+	}
+	return fmt.Sprintf("%s is a built-in suite: run it with `mtlbench run %s`", name, shquote.Quote(base))
 }
 
 // isSuite says whether the file at path is a suite: named as suites are

@@ -295,3 +295,27 @@ func TestModelPathOfAnotherKind(t *testing.T) {
 		}
 	}
 }
+
+// A built-in suite's name given for a model says how to run the suite; a
+// name close to a preset says which, and a path says neither.
+func TestModelNameOfABuiltInSuite(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+	}{
+		{"ci", "(ci is a built-in suite: run it with `mtlbench run ci`)"},
+		{"serving.yaml", "(serving.yaml is a built-in suite: run it with `mtlbench run serving`)"},
+		{"tinyllama", `(did you mean "tinyllama-1.1b"?)`},
+		{"no-such-model", "nor a path that exists (a checkpoint folder or a .gguf file)"},
+	} {
+		_, _, err := Open(Spec{Model: tc.name})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant it to hold %q", tc.name, err, tc.want)
+		}
+		if err != nil && tc.name == "no-such-model" && strings.Contains(err.Error(), "built-in suite") {
+			t.Errorf("%s: %v names a built-in suite", tc.name, err)
+		}
+	}
+	if _, _, err := Open(Spec{Model: "./ci"}); err == nil || strings.Contains(err.Error(), "built-in suite") {
+		t.Errorf("./ci: %v, want only that no such path exists", err)
+	}
+}

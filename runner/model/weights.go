@@ -1117,11 +1117,15 @@ func SuiteSpec(m *suites.Model, layers int) (Spec, error) {
 	return spec, nil
 }
 
-// presetGuess is " (did you mean ...?)" for a name that is no path and
-// close to a preset (a typo, or "tinyllama" for tinyllama-1.1b), else "".
+// presetGuess is, for a name that is no path, the built-in suite it names
+// (bench -m ci) or " (did you mean ...?)" when it is close to a preset (a
+// typo, or "tinyllama" for tinyllama-1.1b), else "".
 func presetGuess(name string) string {
 	if strings.ContainsAny(name, `/\`) || strings.EqualFold(filepath.Ext(name), ".gguf") {
 		return ""
+	}
+	if s := suites.ShippedSuiteHint(name); s != "" {
+		return " (" + s + ")"
 	}
 	if s := suggest.DidYouMean(name, PresetNames()); s != "" {
 		return " (" + s + ")"
