@@ -32,6 +32,38 @@ func KVWrite(kc, vc, k, v []float32, slots []int32, l PagedLayout) {
 	}
 }
 
+// AttendedKeys is attention's work over n query tokens at positions
+// ctx..ctx+n-1 of one sequence: the sum of the keys each attends to, p+1
+// (causal), or min(p+1, window) where window > 0 (PagedAttention's sliding
+// mask). The cost models count attention's FLOPs by it (kernels/ops,
+// model.Config.StepFLOPs), so a layer that slides is not charged the whole
+// context.
+func AttendedKeys(ctx, n, window int) int64 {
+	c, m := int64(max(ctx, 0)), int64(max(n, 0))
+	if window <= 0 {
+		return m*c + m*(m+1)/2
+	}
+	w := int64(window)
+	// The queries at p < window see p+1 keys, the rest window each.
+	k := max(0, min(c+m, w)-c)
+	return k*c + k*(k+1)/2 + (m-k)*w
+}
+
+// KeysRead is how many positions the n query tokens at ctx..ctx+n-1 read
+// between them: every one up to the last, or, where window > 0, those from
+// the first query's window on (the cached keys before it are not read).
+// The cost models count the K and V attention reads by it.
+func KeysRead(ctx, n, window int) int64 {
+	if n <= 0 {
+		return 0
+	}
+	l := int64(max(ctx, 0)) + int64(n)
+	if window <= 0 {
+		return l
+	}
+	return min(l, int64(window)+int64(n)-1)
+}
+
 // AttnBatch is the per-step attention metadata for a batch of sequences.
 // QueryStartLoc[s]..QueryStartLoc[s+1] are the query tokens of sequence s;
 // SeqLens[s] is its FULL length after this step (cached plus new tokens), so

@@ -285,18 +285,23 @@ var quantDecls = []*Op{
 func init() { decls = append(decls, quantDecls...) }
 
 // attentionCost: q read, out written, new k/v read and written into the
-// cache, the cached context read once per sequence; token i of a sequence
-// attends to context+i+1 keys, a dot and an axpy each. Decode has one
-// token per sequence. An attention op's dtype (Types.Weight) is its KV
-// cache's; q, the new k/v and the output are activations.
+// cache, the cached keys and values the queries read once per sequence;
+// token i of a sequence attends to context+i+1 keys, a dot and an axpy
+// each. With a sliding window (Window > 0) each query attends to at most
+// window keys and the cached ones before the first query's window are not
+// read (kernels.AttendedKeys, KeysRead). Decode has one token per
+// sequence. An attention op's dtype (Types.Weight) is its KV cache's; q,
+// the new k/v and the output are activations.
 func attentionCost(s Shape, t Types) Cost {
 	a, c := t.Act.Size(), t.Weight.Size()
-	tok := int64(max(s[Tokens], 1))
-	seqs, ctx := int64(s[Seqs]), int64(s[Context])
+	n := max(s[Tokens], 1)
+	tok := int64(n)
+	seqs, ctx, w := int64(s[Seqs]), s[Context], s[Window]
 	toks, qw, kvw := seqs*tok, int64(s[NumHeads])*int64(s[HeadSize]), int64(s[NumKVHeads])*int64(s[HeadSize])
-	keys := tok*ctx + tok*(tok+1)/2
+	keys := kernels.AttendedKeys(ctx, n, w)
+	cached := kernels.KeysRead(ctx, n, w) - tok
 	return Cost{
-		Read:    a*(toks*qw+2*toks*kvw) + c*2*seqs*ctx*kvw,
+		Read:    a*(toks*qw+2*toks*kvw) + c*2*seqs*cached*kvw,
 		Written: a*(toks*qw) + c*2*toks*kvw,
 		FLOPs:   seqs * keys * 4 * qw,
 	}

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"maps"
 	"reflect"
 	"testing"
 )
@@ -87,5 +88,48 @@ func TestCosts(t *testing.T) {
 	o, _ := Lookup(MatMul)
 	if got := o.Estimate(Args{Ints: Shape{M: 1, N: 2, K: 2}}, F32); got.Read != 2*2*2+2*4 {
 		t.Errorf("Estimate: %+v", got)
+	}
+}
+
+// Attention past a sliding window reads and attends to the window's keys
+// alone: decode and a prefill chunk, with no window, one longer than the
+// context and one shorter (f32, 2 query heads and 1 KV head of 32).
+func TestAttentionCostWindow(t *testing.T) {
+	f32 := Types{Act: F32, Weight: F32}
+	const qw, kvw = 64, 32
+	// cost is the cost of seqs sequences of tok new tokens whose queries
+	// attend to keys keys in all and read cached cached keys each.
+	cost := func(seqs, tok, keys, cached int64) Cost {
+		return Cost{
+			Read:    4 * (seqs*tok*qw + 2*seqs*tok*kvw + 2*seqs*cached*kvw),
+			Written: 4 * (seqs*tok*qw + 2*seqs*tok*kvw),
+			FLOPs:   seqs * keys * 4 * qw,
+		}
+	}
+	for _, c := range []struct {
+		name string
+		op   ID
+		s    Shape
+		want Cost
+	}{
+		{"decode no window", PagedAttentionDecode, Shape{Seqs: 2, Context: 10}, cost(2, 1, 11, 10)},
+		{"decode window longer", PagedAttentionDecode, Shape{Seqs: 2, Context: 10, Window: 64}, cost(2, 1, 11, 10)},
+		{"decode window shorter", PagedAttentionDecode, Shape{Seqs: 2, Context: 10, Window: 4}, cost(2, 1, 4, 3)},
+		{"prefill no window", PagedAttentionPrefill, Shape{Seqs: 1, Tokens: 4, Context: 20}, cost(1, 4, 4*20+10, 20)},
+		{"prefill window longer", PagedAttentionPrefill, Shape{Seqs: 1, Tokens: 4, Context: 20, Window: 30}, cost(1, 4, 4*20+10, 20)},
+		// Each of the 4 queries attends to 8 keys; the first reads the
+		// cached positions 13..19.
+		{"prefill chunk past window", PagedAttentionPrefill, Shape{Seqs: 1, Tokens: 4, Context: 20, Window: 8}, cost(1, 4, 32, 7)},
+		// From 0: the queries at 0..7 see 1..8 keys, the rest 8.
+		{"prefill from 0 past window", PagedAttentionPrefill, Shape{Seqs: 3, Tokens: 12, Window: 8}, cost(3, 12, 36+4*8, 0)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o, _ := Lookup(c.op)
+			s := Shape{NumHeads: 2, NumKVHeads: 1, HeadSize: 32}
+			maps.Copy(s, c.s)
+			if got := o.Cost(s, f32); got != c.want {
+				t.Errorf("cost %+v, want %+v", got, c.want)
+			}
+		})
 	}
 }

@@ -34,6 +34,9 @@ const (
 	// tokens route to, which the MoE cost model reads when the caller knows
 	// it (absent: every routed pair hits a new expert, the upper bound).
 	Routed Param = "routed"
+	// Window is an attention layer's sliding window (0: none), which the
+	// attention cost model reads: a query reads at most window keys.
+	Window Param = "window"
 )
 
 // Bounds past which a value is a typo rather than a setting.

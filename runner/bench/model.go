@@ -530,13 +530,14 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 type opWitness struct{ counted, footprint, critical int64 }
 
 // stepBytes is what a decode step had to read: the dense weights, the
-// experts it routed to, and each sequence's cached K and V.
+// experts it routed to, and each sequence's cached K and V, over the
+// window alone on a layer that slides.
 func (m *ModelCase) stepBytes(res *engine.StepResult) int64 {
 	n := m.bytes.dense
 	for _, t := range res.Stats.ExpertsTouched {
 		n += int64(t) * m.bytes.perExpert
 	}
-	n += int64(res.ContextTokens) * m.bytes.kvPerToken
+	n += m.bytes.cfg.KVReadBytes(int64(res.ContextTokens), int64(res.WindowTokens), m.bytes.kvdt)
 	return n
 }
 
@@ -544,11 +545,13 @@ func (m *ModelCase) stepBytes(res *engine.StepResult) int64 {
 // computed once: walking the model's tensor list every step would cost more
 // than the bookkeeping it feeds.
 type stepCost struct {
-	dense, perExpert, kvPerToken int64
+	dense, perExpert int64
+	cfg              *model.Config
+	kvdt             bridge.DType
 }
 
 func newStepCost(c *model.Config, dt, kvdt bridge.DType) *stepCost {
-	sc := &stepCost{dense: c.ActiveBytesPerToken(dt), kvPerToken: c.KVBytesPerToken(kvdt)}
+	sc := &stepCost{dense: c.ActiveBytesPerToken(dt), cfg: c, kvdt: kvdt}
 	if c.NumExperts > 0 {
 		// ActiveBytesPerToken counts top_k experts per MoE layer; the step
 		// adds the distinct experts it really touched instead.

@@ -559,7 +559,7 @@ cases:
 		for p := depth; p < depth+8; p++ {
 			attended += p + 1
 		}
-		want := cfg.StepFLOPs(8, attended, 1) / 8
+		want := cfg.StepFLOPs(8, model.Attended{All: attended}, 1) / 8
 		perToken := got["prefill_gflop_s"] * 1e9 / got["prefill_tok_s"]
 		if math.Abs(perToken-want) > 1e-6*want || got["prefill_roofline_frac"] <= 0 {
 			t.Errorf("case %s: %.6g FLOPs a prompt token (want %.6g, the prompt's own step), roofline fraction %g",

@@ -132,11 +132,15 @@ type StepResult struct {
 	Sampled         []Sampled
 	Preempted       int
 	// ContextTokens is the sum of the step's sequence lengths: the cached
-	// positions its attention read.
-	ContextTokens int
+	// positions its attention read on a layer that attends to every one;
+	// WindowTokens those a layer that slides read, from each sequence's
+	// first query's window on (kernels.KeysRead; ContextTokens without a
+	// window).
+	ContextTokens, WindowTokens int
 	// Attended is the sum over the step's tokens of the positions each
-	// attends to (causal): attention's work, for the FLOP count.
-	Attended int64
+	// attends to (causal), on either kind of layer: attention's work, for
+	// the FLOP count.
+	Attended model.Attended
 	// LogitRows are the rows the LM head ran on.
 	LogitRows int
 	Duration  time.Duration
@@ -607,10 +611,13 @@ func (e *Engine) launch(b *sched.Batch, prev *flight) (*flight, error) {
 	}
 	tokens := e.buildMeta(b)
 	for s, l := range e.meta.SeqLens {
+		// The n new tokens sit at positions l-n..l-1.
+		n := int(e.meta.QueryStartLoc[s+1] - e.meta.QueryStartLoc[s])
+		ctx := int(l) - n
 		res.ContextTokens += int(l)
-		// Query i of n new tokens sits at position l-n+i and sees l-n+i+1.
-		n := int64(e.meta.QueryStartLoc[s+1] - e.meta.QueryStartLoc[s])
-		res.Attended += n*int64(l) - n*(n-1)/2
+		res.WindowTokens += int(kernels.KeysRead(ctx, n, e.cfg.Window))
+		res.Attended.All += kernels.AttendedKeys(ctx, n, 0)
+		res.Attended.Window += kernels.AttendedKeys(ctx, n, e.cfg.Window)
 	}
 	res.LogitRows = len(e.meta.LogitRows)
 	defer e.applyTuned(b.NumTokens)()

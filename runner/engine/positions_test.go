@@ -147,3 +147,54 @@ func TestSlidingWindowBoundsRequests(t *testing.T) {
 		})
 	}
 }
+
+// A step's attention counts (the roofline's KV bytes and FLOPs) follow the
+// window on the layers that slide: each query of a prefill chunk and of a
+// decode step attends to at most the window's keys, and the cached keys
+// before its chunk's first window are not read. The counts are taken here
+// by walking the mask, for a prompt prefilled in chunks of 5 past the
+// window of 8 and decoded past it.
+func TestStepCountsWindow(t *testing.T) {
+	ref := loadReference(t, "mistral_window")
+	e := openFixture(t, "mistral_window", cpu.New(cpu.Options{}), Options{BlockSize: 8, TokenBudget: 5})
+	w := e.Config().Window
+	if w != 8 {
+		t.Fatalf("window %d, want 8", w)
+	}
+	p := ref.Prompts[len(ref.Prompts)-1].Tokens
+	if err := e.Add(Request{ID: 1, Prompt: p, MaxNewTokens: 4}); err != nil {
+		t.Fatal(err)
+	}
+	done, steps := 0, 0
+	for e.Pending() {
+		res, err := e.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := res.Tokens
+		if n == 0 {
+			continue
+		}
+		var all, window int64
+		read := map[int]bool{}
+		for q := done; q < done+n; q++ {
+			for j := 0; j <= q; j++ {
+				all++
+				if j > q-w {
+					window++
+					read[j] = true
+				}
+			}
+		}
+		want := StepResult{ContextTokens: done + n, WindowTokens: len(read), Attended: model.Attended{All: all, Window: window}}
+		if res.ContextTokens != want.ContextTokens || res.WindowTokens != want.WindowTokens || res.Attended != want.Attended {
+			t.Errorf("step of %d tokens from %d: context %d, window %d, attended %+v; want %d, %d, %+v",
+				n, done, res.ContextTokens, res.WindowTokens, res.Attended, want.ContextTokens, want.WindowTokens, want.Attended)
+		}
+		done += n
+		steps++
+	}
+	if done <= w+5 || steps < 4 {
+		t.Fatalf("ran %d tokens in %d steps: not past the window", done, steps)
+	}
+}

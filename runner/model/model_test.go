@@ -1222,3 +1222,33 @@ func settled(t *testing.T, what string, err error, want string) bool {
 	}
 	return false
 }
+
+// A layer that slides is charged its window's keys (attention's FLOPs and
+// the KV it reads), a layer that does not every earlier key: no window,
+// every layer sliding, and layer 0 full with layer 1 sliding (Qwen2's
+// max_window_layers).
+func TestStepCostWindow(t *testing.T) {
+	const q, kvRow = 2 * 4, 2 * 1 * 4 * 4 // query width; a position's K and V on one layer, f32
+	att := Attended{All: 90, Window: 32}
+	for _, c := range []struct {
+		name             string
+		window           int
+		sliding          []bool
+		attended, keysRd int64 // over both layers
+	}{
+		{"no window", 0, nil, 2 * 90, 2 * 24},
+		{"every layer slides", 8, []bool{true, true}, 2 * 32, 2 * 11},
+		{"second layer slides", 8, []bool{false, true}, 90 + 32, 24 + 11},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := &Config{Layers: 2, ModelLayers: 2, Heads: 2, KVHeads: 1, HeadDim: 4, Hidden: 8, Inter: 16, Vocab: 10,
+				Window: c.window, Sliding: c.sliding}
+			if got, want := cfg.StepFLOPs(4, att, 1)-cfg.StepFLOPs(4, Attended{}, 1), float64(2*2*q*c.attended); got != want {
+				t.Errorf("attention FLOPs %g, want %g", got, want)
+			}
+			if got, want := cfg.KVReadBytes(24, 11, bridge.F32), c.keysRd*kvRow; got != want {
+				t.Errorf("KV read %d B, want %d", got, want)
+			}
+		})
+	}
+}

@@ -214,16 +214,23 @@ func (c *Config) ActiveBytesPerToken(dt bridge.DType) int64 {
 	return n
 }
 
+// Attended is a step's attention work, the sum over its query tokens of
+// the keys each attends to (kernels.AttendedKeys): at every earlier
+// position (All), as a layer that does not slide sees them, and over the
+// config's Window (Window), as one that slides does.
+type Attended struct{ All, Window int64 }
+
 // StepFLOPs counts the floating-point operations of a forward step (a
 // multiply-add is two): the matmuls of tokens rows through every layer
 // (each token's top_k experts and the router on MoE layers), attention's
-// two products over attended positions (Σ over the step's query tokens of
-// the positions each sees, causal), and the LM head over logitRows rows.
+// two products over attended positions (each layer's, all of them or its
+// window's: LayerWindow), and the LM head over logitRows rows.
 // Prefill's roofline is these over the device's measured matmul rate.
-func (c *Config) StepFLOPs(tokens, attended, logitRows int64) float64 {
+func (c *Config) StepFLOPs(tokens int64, attended Attended, logitRows int64) float64 {
 	q, kv := int64(c.Heads*c.HeadDim), int64(c.KVHeads*c.HeadDim)
 	h := int64(c.Hidden)
 	var perToken int64 // multiply-adds of one token through the layers
+	var keys int64     // attended keys, over the layers
 	for l := 0; l < c.Layers; l++ {
 		perToken += h*(q+2*kv) + q*h
 		if c.IsMoELayer(l) {
@@ -231,10 +238,33 @@ func (c *Config) StepFLOPs(tokens, attended, logitRows int64) float64 {
 		} else {
 			perToken += 3 * h * int64(c.Inter)
 		}
+		if c.LayerWindow(l) > 0 {
+			keys += attended.Window
+		} else {
+			keys += attended.All
+		}
 	}
-	attn := 2 * int64(c.Layers) * q * attended // QKᵀ and PV, per head
+	attn := 2 * q * keys // QKᵀ and PV, per head
 	head := logitRows * h * int64(c.Vocab)
 	return 2 * float64(tokens*perToken+attn+head)
+}
+
+// KVReadBytes is the K and V a step's attention reads from a cache of
+// dtype dt: on each layer that attends to every position the keys its
+// sequences read, keys, and on each that slides windowKeys, those from
+// each sequence's first query's window on (kernels.KeysRead, summed over
+// the step's sequences at every position and at Window).
+func (c *Config) KVReadBytes(keys, windowKeys int64, dt bridge.DType) int64 {
+	perLayer := int64(2*c.KVHeads*c.HeadDim) * int64(dt.Size())
+	var n int64
+	for l := 0; l < c.Layers; l++ {
+		if c.LayerWindow(l) > 0 {
+			n += windowKeys
+		} else {
+			n += keys
+		}
+	}
+	return n * perLayer
 }
 
 func isExpertTensor(name string) bool {
