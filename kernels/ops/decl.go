@@ -62,6 +62,7 @@ var decls = []*Op{
 			Use{Param: Context, Default: 1024},
 			Use{Param: BlockSize, Default: 16},
 			Use{Param: Partitions},
+			Use{Param: Window},
 			Use{Param: DTypeParam, Value: string(BF16)}, // the model's: the KV cache's where a backend keeps it so
 		),
 		Reference: kernels.PagedAttention,
@@ -77,6 +78,7 @@ var decls = []*Op{
 			Use{Param: Context, Default: 0},
 			Use{Param: BlockSize, Default: 16},
 			Use{Param: Partitions},
+			Use{Param: Window},
 			Use{Param: DTypeParam, Value: string(BF16)}, // the model's: the KV cache's where a backend keeps it so
 		),
 		Reference: kernels.PagedAttention,

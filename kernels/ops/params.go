@@ -30,13 +30,11 @@ const (
 	Threads          Param = "threads"
 	Variant          Param = "variant"
 	Bias             Param = "bias"
+	Window           Param = "window"
 	// Routed is not a case parameter: it is the distinct experts a call's
 	// tokens route to, which the MoE cost model reads when the caller knows
 	// it (absent: every routed pair hits a new expert, the upper bound).
 	Routed Param = "routed"
-	// Window is an attention layer's sliding window (0: none), which the
-	// attention cost model reads: a query reads at most window keys.
-	Window Param = "window"
 )
 
 // Bounds past which a value is a typo rather than a setting.
@@ -96,6 +94,7 @@ var Specs = map[Param]Spec{
 	MoEChunk:         {Name: MoEChunk, Kind: IntKind, Min: 1, Max: MaxMoEChunk, Doc: "(token, expert) pairs per chunk, chunked only"},
 	Threads:          {Name: Threads, Kind: IntKind, Min: 1, Max: MaxThreads, Doc: "CPU goroutines"},
 	Variant:          {Name: Variant, Kind: TextKind, Doc: "a free label for a code variant"},
+	Window:           {Name: Window, Kind: IntKind, Min: 0, Doc: "sliding attention window (0: none): the query at position p attends to the keys p-window < j <= p"},
 	Bias:             {Name: Bias, Kind: IntKind, Min: 0, Max: 1, Doc: "1 adds an f32 bias of n to each output row (Qwen2's q/k/v, attention_bias, mlp_bias, GPT-2)"},
 }
 

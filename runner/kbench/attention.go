@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels"
@@ -39,8 +40,18 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	} else {
 		C = p.int(ops.Context)
 	}
+	// A sliding window (0: none) starts each query's keys at p-window+1.
+	W := p.count(ops.Window)
+	if W > maxDim {
+		p.fail(ops.Window, strconv.Itoa(W), "must be at most %d", maxDim)
+		W = 0
+	}
+	p.shape[ops.Window] = W
 	if err := p.err(); err != nil {
 		return err
+	}
+	if W > 0 && W < C+T && !runsWindows(b.be) {
+		return unsupported(fmt.Sprintf("%s=%d: the backend's attention does not slide past a window (bridge.WindowRunner)", ops.Window, W))
 	}
 	if prefill {
 		b.desc = fmt.Sprintf("%s seqs=%d tokens=%d context=%d heads=%d/%d head_size=%d block=%d", b.op, S, T, C, H, KVH, D, BS)
@@ -51,6 +62,9 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	// for it, so it only labels the case (the runner hands it to a backend).
 	if n := p.count(ops.Partitions); n > 0 {
 		b.desc += fmt.Sprintf(" partitions=%d", n)
+	}
+	if W > 0 {
+		b.desc += fmt.Sprintf(" window=%d", W)
 	}
 	if kvdt != b.act {
 		b.desc += " kv=" + kvdt.String()
@@ -114,7 +128,7 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	// leaves the cache as one call does.
 	b.call = func(i int) {
 		cache := bridge.KVCache{K: kcs[i%n].t, V: vcs[i%n].t, BlockSize: BS}
-		b.be.Attention(out, q.t, k.t, v.t, cache, H, KVH, D, scale, 0)
+		b.be.Attention(out, q.t, k.t, v.t, cache, H, KVH, D, scale, W)
 	}
 
 	b.check = func() (float64, float64, error) {
@@ -154,10 +168,17 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 			}
 		}
 		want := make([]float32, len(rows)*H*D)
-		kernels.PagedAttention(want, gatherRows(qs, rows, H*D), kcs, vcs, batch, H, l, scale, 0)
+		kernels.PagedAttention(want, gatherRows(qs, rows, H*D), kcs, vcs, batch, H, l, scale, W)
 		return max(maxDiff(gatherRows(got, rows, H*D), want), cacheErr), maxAbs(want), nil
 	}
 	return nil
+}
+
+// runsWindows reports whether be's attention slides a window past its
+// length (bridge.WindowRunner), as the engine asks before a long request.
+func runsWindows(be bridge.Backend) bool {
+	w, ok := be.(bridge.WindowRunner)
+	return ok && w.RunsWindows()
 }
 
 // attentionMeta is the step of S sequences of T new tokens after C cached
