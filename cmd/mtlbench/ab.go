@@ -77,7 +77,8 @@ func abCommand() *cli.Command {
 			"and metric the ratio of the two runs' values (each run's mean of its better half of\n" +
 			"repetitions), Student's t on the log ratios of the rounds, p adjusted over all checks\n" +
 			"(Benjamini-Hochberg), and a change beyond the metric's threshold\n" +
-			"(docs/perf-gate.md). The candidate is this binary unless\n" +
+			"(docs/perf-gate.md). Each side's figure is the geometric mean of its runs' values,\n" +
+			"whose quotient is the change. The candidate is this binary unless\n" +
 			"--candidate-bin names another; --set applies to the candidate only. Each side\n" +
 			"records into its own database (--keep DIR, an empty folder, keeps them: baseline.db\n" +
 			"and candidate.db, and each round's logs); --db STORE also records both sides' runs\n" +

@@ -154,8 +154,10 @@ const (
 const MinPairs = 3
 
 // Check is one gated case and metric. Its A, B, Delta and P are those of
-// the values it tested (per run or per repetition, see Unit); the Row's
-// own are the pooled repetitions'.
+// the values it tested (per pair of runs, run or repetition, see Per): for
+// pairs, A and B are the geometric means of each side's runs' values, whose
+// quotient is Delta; else their medians. The Row's own are the pooled
+// repetitions'.
 type Check struct {
 	*Row
 	Per   string // UnitPair, UnitRun or UnitRepetition: what one tested value is; "" when nothing was tested
@@ -522,16 +524,18 @@ func pairedLogValues(ca, cb *Case, metric string, dir metrics.Direction) (la, lb
 // testPairs is the paired test: Student's t on the pairs' log ratios (each
 // pair's ratio is a run's value over that of the run beside it, both means
 // of several repetitions, so close to log-normal), the change their geometric mean, its uncertainty
-// the 95% interval's half-width.
+// the 95% interval's half-width. Each side's figure is the geometric mean
+// of its runs' values (geoStat): the mean log ratio is the difference of
+// the sides' mean logs, so the change is the quotient of the figures shown,
+// where the sides' medians could even disagree with its sign.
 func testPairs(c *Check, la, lb []float64) {
 	n := len(la)
 	c.Per = UnitPair
-	ea, eb := make([]float64, n), make([]float64, n)
 	d := make([]float64, n)
 	for i := range la {
-		ea[i], eb[i], d[i] = math.Exp(la[i]), math.Exp(lb[i]), lb[i]-la[i]
+		d[i] = lb[i] - la[i]
 	}
-	c.A, c.B = newStat(ea), newStat(eb)
+	c.A, c.B = geoStat(la), geoStat(lb)
 	mean, sd := mstats.Mean(d), mstats.StdDev(d)
 	c.Delta = (math.Exp(mean) - 1) * 100
 	if sd == 0 {
@@ -547,6 +551,25 @@ func testPairs(c *Check, la, lb []float64) {
 	dist := mstats.TDist{V: float64(n - 1)}
 	c.P = probability(2 * (1 - dist.CDF(math.Abs(t))))
 	c.Noise = math.Expm1(mstats.InvCDF(dist)(0.975) * sd / math.Sqrt(float64(n)))
+}
+
+// geoStat is one side's runs of a paired check, from the logs of their
+// values: the geometric mean, with its 95% interval from Student's t on the
+// logs (the paired test's own model of a run's value).
+func geoStat(logs []float64) Stat {
+	n := len(logs)
+	v := make([]float64, n)
+	for i, l := range logs {
+		v[i] = math.Exp(l)
+	}
+	slices.Sort(v)
+	m := mstats.Mean(logs)
+	s := Stat{N: n, Values: v, Summary: benchmath.Summary{Center: math.Exp(m), Lo: math.Inf(-1), Hi: math.Inf(1), Confidence: stats.Confidence}}
+	if n >= 2 {
+		h := mstats.InvCDF(mstats.TDist{V: float64(n - 1)})(0.975) * mstats.StdDev(logs) / math.Sqrt(float64(n))
+		s.Lo, s.Hi = math.Exp(m-h), math.Exp(m+h)
+	}
+	return s
 }
 
 // runValues is each run's value of metric (runValue), for runs that
@@ -733,8 +756,9 @@ func (r Result) Explain(w io.Writer) error {
 	return err
 }
 
-// Table lists the checks: case, metric, both medians, change, p, n,
-// threshold and outcome.
+// Table lists the checks: case, metric, both sides' figures (the
+// medians, or for pairs the geometric means), change, p, n, threshold and
+// outcome.
 func (r Result) Table() *table.Table {
 	t := &table.Table{Header: []string{"case", "metric", "baseline", "candidate", "change", "p", "p adj.", "n", "threshold", "verdict"}}
 	for _, c := range r.Checks {
@@ -770,7 +794,7 @@ var outcomeMark = map[Outcome]string{
 
 // testTexts name the test each unit of a check is tested with.
 var testTexts = []struct{ per, text string }{
-	{UnitPair, "Student's t on the log ratios of the pairs of runs, each run's mean of its better half of repetitions"},
+	{UnitPair, "Student's t on the log ratios of the pairs of runs, each run's mean of its better half of repetitions, each side shown as the geometric mean of its runs"},
 	{UnitRun, "Mann-Whitney U on each run's mean of its better half of repetitions"},
 	{UnitRepetition, "Mann-Whitney U on the repetitions, where a side has one run"},
 }

@@ -2,8 +2,11 @@ package compare
 
 import (
 	"encoding/json"
+	"flag"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -771,5 +774,105 @@ func TestGateCheckCountsPairs(t *testing.T) {
 		if !strings.Contains(c.Reason, tc.want) {
 			t.Errorf("%s %d+%d: reason %q, want %q in it", tc.per, tc.a, tc.b, c.Reason, tc.want)
 		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// pairedRuns is a paired side of one case: run i (ID i+1) holds reps[i].
+func pairedRuns(label string, c results.Case, metric, unit string, reps [][]float64) *Side {
+	s := NewSide(label)
+	for i, v := range reps {
+		s.AddRun(Run{ID: int64(i + 1), Backend: "cpu"})
+		rc := c
+		rc.RunID = int64(i + 1)
+		s.Add(rc, samples(metric, unit, v))
+	}
+	return s
+}
+
+// TestGatePairedFiguresAreTheChanges: for ab's pairs each side's figure is
+// the geometric mean of its runs' values, whose quotient is the change (the
+// mean log ratio). The sides' medians of run values are not: with one wild
+// pair among three they went 1986 -> 1359 us beside a change of +106%.
+func TestGatePairedFiguresAreTheChanges(t *testing.T) {
+	kc := results.Case{Key: "kernel/matmul/m=1", Name: "matmul/m=1", Kind: "kernel", Status: results.CaseDone}
+	for _, tc := range []struct {
+		name, metric, unit string
+		c                  results.Case
+		a, b               [][]float64
+		want               string // the check's figures and change, as its reason says them
+	}{
+		{"one wild pair of three", "us_per_call", "us", kc,
+			[][]float64{{1909, 1950, 2100, 2500, 3000}, {2400, 2600, 2500, 2700, 2900}, {150, 160, 170, 400, 900}},
+			[][]float64{{1327, 1350, 1400, 1500, 1900}, {1200, 1250, 1300, 1700, 1800}, {4000, 4200, 4100, 4500, 5000}},
+			"926.2 -> 1910 us (+106.19%"},
+		{"load that moves round by round", "decode_tok_s", "tok/s", decodeCase,
+			[][]float64{{1000, 990, 1010, 700, 800}, {500, 510, 490, 300, 505}, {2000, 1990, 2010, 1000, 2005}},
+			[][]float64{{900, 890, 910, 600, 500}, {460, 470, 450, 200, 100}, {1800, 1790, 1810, 1000, 1805}},
+			"1004 -> 907.5 tok/s (-9.63%"}, // medians 1000 -> 900
+		{"steady", "us_per_call", "us", kc,
+			[][]float64{{50, 50, 50, 60, 70}, {50, 50, 50, 55, 80}, {50, 50, 50, 90, 51}},
+			[][]float64{{55, 55, 55, 60, 70}, {55, 55, 55, 99, 80}, {55, 55, 55, 90, 60}},
+			"50.00 -> 55.00 us (+10.00%"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Gate(pairedRuns("A", tc.c, tc.metric, tc.unit, tc.a), pairedRuns("B", tc.c, tc.metric, tc.unit, tc.b),
+				GateOptions{Paired: true, Metrics: []string{tc.metric}})
+			c := r.Checks[0]
+			if c.Per != UnitPair {
+				t.Fatalf("unit %q, want %q: %s", c.Per, UnitPair, c.Reason)
+			}
+			if q := (c.B.Center/c.A.Center - 1) * 100; math.Abs(q-c.Delta) > 1e-9*math.Abs(c.Delta)+1e-9 {
+				t.Errorf("figures %.6g -> %.6g (%+.4f%%) are not the change %+.4f%%", c.A.Center, c.B.Center, q, c.Delta)
+			}
+			if !strings.Contains(c.Reason, tc.want) {
+				t.Errorf("reason %q, want %q in it", c.Reason, tc.want)
+			}
+			// The table shows the same figures (and their intervals) as the reason.
+			row := r.Table().Rows[0]
+			want := strings.Fields(tc.want) // A -> B unit (change
+			if !strings.HasPrefix(row[2], want[0]+" ") || !strings.HasPrefix(row[3], want[2]+" ") || "("+row[4] != want[4] {
+				t.Errorf("table row %q, %q, %q disagrees with %q", row[2], row[3], row[4], tc.want)
+			}
+		})
+	}
+}
+
+// TestGatePairedReportGolden is what a paired gate prints: the table, the
+// lines of stderr and the markdown summary, the noisy pairs of
+// TestGatePairedFiguresAreTheChanges.
+func TestGatePairedReportGolden(t *testing.T) {
+	kc := results.Case{Key: "kernel/matmul/m=1", Name: "matmul/m=1", Kind: "kernel", Status: results.CaseDone}
+	a := pairedRuns("baseline", kc, "us_per_call", "us",
+		[][]float64{{1909, 1950, 2100, 2500, 3000}, {2400, 2600, 2500, 2700, 2900}, {150, 160, 170, 400, 900}})
+	b := pairedRuns("candidate", kc, "us_per_call", "us",
+		[][]float64{{1327, 1350, 1400, 1500, 1900}, {1200, 1250, 1300, 1700, 1800}, {4000, 4200, 4100, 4500, 5000}})
+	r := Gate(a, b, GateOptions{Paired: true, Metrics: []string{"us_per_call"}})
+	var out strings.Builder
+	if err := r.Table().Render(&out, table.FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	out.WriteString("\n")
+	if err := r.Explain(&out); err != nil {
+		t.Fatal(err)
+	}
+	out.WriteString("\n" + r.Markdown())
+	path := filepath.Join("testdata", "gate_paired.golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
+	}
+	if out.String() != string(want) {
+		t.Errorf("%s mismatch\n--- got\n%s\n--- want\n%s", path, out.String(), want)
 	}
 }
