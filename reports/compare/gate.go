@@ -771,9 +771,14 @@ func (r Result) Table() *table.Table {
 		if c.Per == "" { // untested: the pooled repetitions say what there is
 			a, b = c.Row.A, c.Row.B
 		}
+		// n counts what was tested: a pair is one value of the test, not
+		// one sample of each side (which --min-samples counts).
 		n := fmt.Sprintf("%d+%d", a.N, b.N)
-		if c.Per == UnitRun {
+		switch c.Per {
+		case UnitRun:
 			n += " runs"
+		case UnitPair:
+			n = plural.Of(a.N, "pair")
 		}
 		t.Rows = append(t.Rows, []string{c.Case, metric, fmtStat(a, scale), fmtStat(b, scale), fmtDelta(c.Delta), fmtP(c.P), fmtP(c.Q),
 			n, fmtPct(c.Threshold), string(c.Outcome)})

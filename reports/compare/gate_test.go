@@ -876,3 +876,30 @@ func TestGatePairedReportGolden(t *testing.T) {
 		t.Errorf("%s mismatch\n--- got\n%s\n--- want\n%s", path, out.String(), want)
 	}
 }
+
+// TestGateTableCountsWhatWasTested: the table's n says what the test's
+// values were: 3 pairs of runs are three values, not 3+3 samples, which
+// would read as fewer than --min-samples.
+func TestGateTableCountsWhatWasTested(t *testing.T) {
+	for _, tc := range []struct {
+		per  string
+		a, b int
+		want string
+	}{
+		{UnitPair, 3, 3, "3 pairs"},
+		{UnitPair, 1, 1, "1 pair"},
+		{UnitRun, 3, 4, "3+4 runs"},
+		{UnitRepetition, 8, 8, "8+8"},
+		{"", 8, 0, "8+0"}, // untested: the pooled repetitions
+	} {
+		row := &Row{Case: "matmul/m=1", Metric: "us_per_call", Unit: "us"}
+		row.A.N, row.B.N = tc.a, tc.b
+		c := Check{Row: row, Per: tc.per, Delta: math.NaN(), P: math.NaN(), Q: math.NaN(), Threshold: 0.05}
+		if tc.per != "" {
+			c.A.N, c.B.N = tc.a, tc.b
+		}
+		if got := (Result{Checks: []Check{c}}).Table().Rows[0][7]; got != tc.want {
+			t.Errorf("%q %d+%d: n %q, want %q", tc.per, tc.a, tc.b, got, tc.want)
+		}
+	}
+}
