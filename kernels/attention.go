@@ -64,6 +64,18 @@ func KeysRead(ctx, n, window int) int64 {
 	return min(l, int64(window)+int64(n)-1)
 }
 
+// QueryKeys is the most keys one query token of a sequence of seqLen
+// positions reads: every position, or at most the window where window > 0.
+// Split-K attention numbers a token's partitions from its first key, so a
+// launch needs only enough of them for these.
+func QueryKeys(seqLen, window int) int {
+	n := max(seqLen, 0)
+	if window > 0 {
+		return min(n, window)
+	}
+	return n
+}
+
 // AttnBatch is the per-step attention metadata for a batch of sequences.
 // QueryStartLoc[s]..QueryStartLoc[s+1] are the query tokens of sequence s;
 // SeqLens[s] is its FULL length after this step (cached plus new tokens), so

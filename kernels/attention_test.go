@@ -191,38 +191,48 @@ func TestPagedAttentionWindow(t *testing.T) {
 
 // The keys a cost model charges attention for are those the sliding mask
 // keeps: each query's own, and the positions any query of the chunk reads,
-// counted here by walking the mask (p-window < j <= p).
+// counted here by walking the mask (p-window < j <= p); the most one query
+// reads sizes the split-K partitions (QueryKeys).
 func TestAttendedKeys(t *testing.T) {
 	for _, c := range []struct {
 		name             string
 		ctx, n, window   int
 		attended, keysRd int64
+		most             int // keys the query that reads the most reads (QueryKeys)
 	}{
-		{"decode no window", 100, 1, 0, 101, 101},
-		{"decode window longer than context", 100, 1, 4096, 101, 101},
-		{"decode window equal to context", 99, 1, 100, 100, 100},
-		{"decode past window", 100, 1, 8, 8, 8},
-		{"prefill from 0 no window", 0, 5, 0, 15, 5},
-		{"prefill from 0 window shorter", 0, 5, 3, 1 + 2 + 3 + 3 + 3, 5},
-		{"chunk past window", 20, 4, 8, 32, 11},
-		{"chunk across window", 5, 6, 8, 6 + 7 + 8 + 8 + 8 + 8, 11},
-		{"chunk window longer", 5, 6, 64, 6 + 7 + 8 + 9 + 10 + 11, 11},
-		{"window of one", 9, 3, 1, 3, 3},
-		{"no queries", 9, 0, 4, 0, 0},
+		{"decode no window", 100, 1, 0, 101, 101, 101},
+		{"decode window longer than context", 100, 1, 4096, 101, 101, 101},
+		{"decode window equal to context", 99, 1, 100, 100, 100, 100},
+		{"decode past window", 100, 1, 8, 8, 8, 8},
+		{"prefill from 0 no window", 0, 5, 0, 15, 5, 5},
+		{"prefill from 0 window shorter", 0, 5, 3, 1 + 2 + 3 + 3 + 3, 5, 3},
+		{"chunk past window", 20, 4, 8, 32, 11, 8},
+		{"chunk across window", 5, 6, 8, 6 + 7 + 8 + 8 + 8 + 8, 11, 8},
+		{"chunk window longer", 5, 6, 64, 6 + 7 + 8 + 9 + 10 + 11, 11, 11},
+		{"window of one", 9, 3, 1, 3, 3, 1},
+		{"no queries", 9, 0, 4, 0, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var attended int64
-			read := map[int]bool{}
+			read, most := map[int]bool{}, 0
 			for p := c.ctx; p < c.ctx+c.n; p++ {
+				mine := 0
 				for j := 0; j <= p; j++ {
 					if c.window <= 0 || j > p-c.window {
 						attended++
+						mine++
 						read[j] = true
 					}
 				}
+				most = max(most, mine)
 			}
-			if attended != c.attended || int64(len(read)) != c.keysRd {
-				t.Fatalf("table: mask gives %d attended, %d read; table says %d, %d", attended, len(read), c.attended, c.keysRd)
+			if attended != c.attended || int64(len(read)) != c.keysRd || most != c.most {
+				t.Fatalf("table: mask gives %d attended, %d read, at most %d a query; table says %d, %d, %d", attended, len(read), most,
+					c.attended, c.keysRd, c.most)
+			}
+			// A step's sequences are as long as their last query's position.
+			if got, seqLen := QueryKeys(c.ctx+c.n, c.window), c.ctx+c.n; c.n > 0 && got != c.most {
+				t.Errorf("QueryKeys(%d, %d) = %d, want %d", seqLen, c.window, got, c.most)
 			}
 			if got := AttendedKeys(c.ctx, c.n, c.window); got != c.attended {
 				t.Errorf("AttendedKeys(%d, %d, %d) = %d, want %d", c.ctx, c.n, c.window, got, c.attended)

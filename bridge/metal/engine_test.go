@@ -43,6 +43,50 @@ func openEngine(t testing.TB, be bridge.Backend, spec model.Spec, opts engine.Op
 	return e
 }
 
+// The window fixtures (a window of 8) decode with split-K partitions of 3
+// keys, counted from each token's window start: the step's own key, rotated
+// in the attention (one phase) or written before it (two), lands in the
+// cache from the partition that holds it, and the tokens and last logits
+// stay transformers' (docs/metal-kernels.md, "Sliding windows").
+func TestWindowSplitKMatchesTransformers(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	for _, c := range []struct {
+		fixture string
+		tuning  metal.Tuning
+	}{
+		{"mistral_window", metal.Tuning{AttnPartitionSize: 3}},
+		{"qwen2_window", metal.Tuning{AttnPartitionSize: 3}},
+		{"mistral_window", metal.Tuning{AttnPartitionSize: 3, AttnTwoPhase: true}},
+	} {
+		t.Run(fmt.Sprintf("%s, two-phase %v", c.fixture, c.tuning.AttnTwoPhase), func(t *testing.T) {
+			dir := filepath.Join(fixtureDir, c.fixture)
+			data, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref reference
+			if err := json.Unmarshal(data, &ref); err != nil {
+				t.Fatal(err)
+			}
+			eng := openEngine(t, newEmu(t, c.tuning), model.Spec{Model: dir}, engine.Options{})
+			for i, p := range ref.Prompts {
+				got, err := eng.Generate([]engine.Request{{Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got[0].Tokens, p.Greedy) {
+					t.Errorf("prompt %d: %v, transformers %v", i, got[0].Tokens, p.Greedy)
+				}
+				if d := kernels.MaxAbsDiff(got[0].Logits, p.LogitsLast); d > 1e-4 {
+					t.Errorf("prompt %d: logits differ from transformers' by %.3g", i, d)
+				}
+			}
+		})
+	}
+}
+
 // TestGenerateMatchesCPU runs the transformers fixtures on the emulated
 // Metal backend and the CPU backend: the same greedy tokens (also those
 // transformers chose), last-prompt logits within f32 rounding of the CPU's

@@ -478,11 +478,18 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	if T == 0 {
 		return
 	}
+	// The most keys a query token reads: its context, or with a sliding
+	// window at most the window. paged_attention numbers a token's
+	// partitions from its own first key, so the split-K grid and scratch
+	// cover these and not the positions before the window
+	// (docs/metal-kernels.md, "Sliding windows").
+	keys := max(kernels.QueryKeys(m.MaxSeqLen, window), 1)
 	// Decode steps take the decode kernel's config at the longest
-	// sequence's cached context, steps with longer queries the prefill's.
+	// sequence's cached context (the keys it reads but its own), steps with
+	// longer queries the prefill's.
 	var tu *Tuning
 	if m.MaxQueryLen <= 1 {
-		tu = b.tuned(ops.PagedAttentionDecode, "", decodeDims, sec.numSeqs, max(m.MaxSeqLen-1, 1), heads, kvHeads, D, BS)
+		tu = b.tuned(ops.PagedAttentionDecode, "", decodeDims, sec.numSeqs, max(keys-1, 1), heads, kvHeads, D, BS)
 	} else {
 		tu = b.tuned(ops.PagedAttentionPrefill, "", prefillDims, sec.numSeqs, m.MaxQueryLen, heads, kvHeads, D, BS)
 	}
@@ -497,14 +504,14 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		b.fail("attention: cache block size %d, step metadata says %d", BS, m.BlockSize)
 		return
 	}
-	parts, psize := 1, max(m.MaxSeqLen, 1)
+	parts, psize := 1, keys
 	if tu.AttnPartitions > 0 {
-		parts = min(tu.AttnPartitions, max(m.MaxSeqLen, 1))
-		psize = ceilDiv(max(m.MaxSeqLen, 1), parts)
-		parts = ceilDiv(max(m.MaxSeqLen, 1), psize)
-	} else if tu.AttnPartitionSize > 0 && m.MaxSeqLen > tu.AttnPartitionSize {
+		parts = min(tu.AttnPartitions, keys)
+		psize = ceilDiv(keys, parts)
+		parts = ceilDiv(keys, psize)
+	} else if tu.AttnPartitionSize > 0 && keys > tu.AttnPartitionSize {
 		psize = tu.AttnPartitionSize
-		parts = ceilDiv(m.MaxSeqLen, psize)
+		parts = ceilDiv(keys, psize)
 	}
 	partitioned := parts > 1
 	tiled := prefillTiled(tu, m.MaxQueryLen, BS, D, kvdt)

@@ -131,11 +131,12 @@ type Tuning struct {
 	// 4 or 8; the largest that divides the GQA group is used).
 	AttnHeadsPerGroup int
 	// AttnPartitionSize is the keys per split-K partition: a step whose
-	// longest context exceeds it runs the partitioned kernel and a reduce.
+	// tokens read more keys than it (the longest context, or at most a
+	// sliding window) runs the partitioned kernel and a reduce.
 	// Negative: always single pass.
 	AttnPartitionSize int
 	// AttnPartitions, when positive, sets the partition count instead
-	// (kbench's partitions parameter): size = ceil(max context / count).
+	// (kbench's partitions parameter): size = ceil(most keys read / count).
 	AttnPartitions int
 	// AttnTwoPhase writes the new keys with kv_write before the attention
 	// (seed 004's two-phase fused decode) instead of inside it.

@@ -6,9 +6,10 @@
 // prefill: query token t of sequence s sits at position
 // seq_lens[s] - query_len + (t - query_start[s]) and attends causally to the
 // keys before it, or with a.window > 0 the last window of them (a sliding
-// window: keys p - window < j <= p; keys, partitions and key steps wholly
-// before it are skipped, not masked). Like MLX's sdpa_vector, lanes split head_dim (each lane
-// D/32 consecutive elements, read with one vector load) and each simdgroup
+// window: keys p - window < j <= p; keys and key steps wholly before it are
+// skipped, not masked, and split-K partitions count from its first key).
+// Like MLX's sdpa_vector, lanes split head_dim (each lane D/32 consecutive
+// elements, read with one vector load) and each simdgroup
 // runs an online softmax over every nsg-th key; the simdgroups' partial
 // results meet in threadgroup memory. A threadgroup serves QH query heads of
 // one GQA group, so their K and V are read once.
@@ -166,13 +167,14 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   const uint group = a.heads / a.kv_heads;
   const uint kvh = h0 / group;
   const uint kvw = a.kv_heads * hd;
-  int kbeg = 0, kend = pos + 1;
+  // The token's first key: the window's with one (a branch a threadgroup).
+  // Partitions count from it, so a windowed step launches only those its
+  // window spans (docs/metal-kernels.md, "Sliding windows").
+  const int kbase = a.window > 0 ? max(0, pos + 1 - int(a.window)) : 0;
+  int kbeg = kbase, kend = pos + 1;
   if (attn_partitioned) {
-    kbeg = int(part * a.partition_size);
+    kbeg = kbase + int(part * a.partition_size);
     kend = min(kend, kbeg + int(a.partition_size));
-  }
-  if (a.window > 0) {
-    kbeg = max(kbeg, pos + 1 - int(a.window)); // the window's first key
   }
 
   // Each simdgroup walks its own run of the partition's keys, so a block's
@@ -188,8 +190,10 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     rope_lane<EPL>(k + ulong(t) * kvw + kvh * hd, kn, inv_freq, float(pos), a.eps, lane, hd, krot);
   }
 
-  // The cache write of this token's key and value, once per kv head.
-  if (attn_new_kv && h0 % group == 0 && sg == 0 && (!attn_partitioned || uint(pos) / a.partition_size == part)) {
+  // The cache write of this token's key and value, once per kv head, by
+  // the partition holding it.
+  if (attn_new_kv && h0 % group == 0 && sg == 0 &&
+      (!attn_partitioned || uint(pos - kbase) / a.partition_size == part)) {
     const int slot = slot_mapping[t];
     if (slot >= 0 && uint(slot) >= a.num_blocks * a.block_size) {
       if (lane == 0) {
@@ -209,20 +213,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     }
   }
   if (kbeg >= kend) {
-    // A partition past this token's context, which the reduce does not
-    // read, or wholly before its window: neutral partials (no keys: m =
-    // NEG_MAX, l = 0, o = 0), though the reduce starts past it too.
-    if (attn_partitioned && a.window > 0 && int(part * a.partition_size) <= pos) {
-      for (uint i = tid; i < QH * hd; i += ntg) {
-        const ulong pi = (ulong(t) * a.heads + h0 + i / hd) * a.num_partitions + part;
-        out[pi * hd + i % hd] = 0.0f;
-        if (i % hd == 0) {
-          part_ml[2 * pi] = NEG_MAX;
-          part_ml[2 * pi + 1] = 0.0f;
-        }
-      }
-    }
-    return;
+    return; // a partition past this token's keys, which the reduce does not read
   }
 
   // The QH query heads, pre-scaled (and rotated, with attn_rope: simdgroup
@@ -413,8 +404,8 @@ INSTANTIATE_ATTN_D(256)
 
 // paged_attention_reduce combines the partitions of split-K attention: one
 // threadgroup per (token, head) of head_dim threads. Only the partitions
-// that hold keys of the token's context are read: from the one holding the
-// window's first key with a sliding window.
+// that hold keys of the token's context are read: with a sliding window,
+// those its window spans, counted from the window's first key.
 kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device const float* part_o [[buffer(1)]],
                                    device const float* part_ml [[buffer(2)]],
                                    device const int* seq_lens [[buffer(3)]],
@@ -430,8 +421,8 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
   const int q0 = query_start[s];
   const int qlen = query_start[s + 1] - q0;
   const uint ctx = uint(seq_lens[s] - qlen + int(t) - q0 + 1);
-  const uint np = min((ctx + a.partition_size - 1) / a.partition_size, a.num_partitions);
-  const uint p0 = a.window > 0 && ctx > a.window ? (ctx - a.window) / a.partition_size : 0;
+  const uint keys = a.window > 0 ? min(ctx, a.window) : ctx;
+  const uint np = min((keys + a.partition_size - 1) / a.partition_size, a.num_partitions);
   const ulong base = (ulong(t) * a.heads + h) * a.num_partitions;
   // The partitions' maxima and sums are read once per threadgroup, not by
   // every thread: the overall maximum by a reduction, then each partition's
@@ -439,7 +430,7 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
   threadgroup float red[32];
   threadgroup float fw[REDUCE_CHUNK], fl[REDUCE_CHUNK];
   float mx = NEG_MAX;
-  for (uint p = p0 + tid; p < np; p += 32u * nsg) {
+  for (uint p = tid; p < np; p += 32u * nsg) {
     mx = max(mx, part_ml[2 * (base + p)]);
   }
   mx = simd_max(mx);
@@ -453,7 +444,7 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
   }
   const uint d = tid; // one element of the head per thread (D threads)
   float Ls = 0.0f, O = 0.0f;
-  for (uint c0 = p0; c0 < np; c0 += REDUCE_CHUNK) {
+  for (uint c0 = 0; c0 < np; c0 += REDUCE_CHUNK) {
     const uint n = min(uint(REDUCE_CHUNK), np - c0);
     if (tid < n) {
       const float f = exp(part_ml[2 * (base + c0 + tid)] - M);
