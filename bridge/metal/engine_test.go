@@ -62,14 +62,7 @@ func TestWindowSplitKMatchesTransformers(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s, two-phase %v", c.fixture, c.tuning.AttnTwoPhase), func(t *testing.T) {
 			dir := filepath.Join(fixtureDir, c.fixture)
-			data, err := os.ReadFile(filepath.Join(dir, "reference.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ref reference
-			if err := json.Unmarshal(data, &ref); err != nil {
-				t.Fatal(err)
-			}
+			ref := readReference(t, filepath.Join(dir, "reference.json"))
 			eng := openEngine(t, newEmu(t, c.tuning), model.Spec{Model: dir}, engine.Options{})
 			for i, p := range ref.Prompts {
 				got, err := eng.Generate([]engine.Request{{Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true}})
@@ -112,14 +105,7 @@ func TestGenerateMatchesCPU(t *testing.T) {
 	for _, fx := range fixtures {
 		t.Run(strings.TrimSuffix(filepath.Base(fx[0]), ".gguf"), func(t *testing.T) {
 			dir := fx[0]
-			data, err := os.ReadFile(fx[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ref reference
-			if err := json.Unmarshal(data, &ref); err != nil {
-				t.Fatal(err)
-			}
+			ref := readReference(t, fx[1])
 			mb := newEmu(t, metal.Tuning{})
 			cpuEng := openEngine(t, cpu.New(cpu.Options{}), model.Spec{Model: dir}, engine.Options{})
 			mtlEng := openEngine(t, mb, model.Spec{Model: dir}, engine.Options{})
@@ -387,4 +373,19 @@ func TestSplitDecodeMatchesCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readReference reads a fixture's reference.json: transformers' logits and
+// greedy tokens for its prompts.
+func readReference(t *testing.T, path string) reference {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref reference
+	if err := json.Unmarshal(data, &ref); err != nil {
+		t.Fatal(err)
+	}
+	return ref
 }
