@@ -6,11 +6,13 @@ package cuda
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/quanttest"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
@@ -158,4 +160,108 @@ func TestGraphKeyHoldsEveryArgument(t *testing.T) {
 // SetFusions keeps exactly the patterns named, as on Metal.
 func TestSetFusionsKeepsOnlyThoseNamed(t *testing.T) {
 	quanttest.SetFusionsKeepsOnlyThoseNamed(t, &Backend{})
+}
+
+// A windowed step's split-K partitions count from each token's first key
+// (attention.cu, decode.cu: docs/cuda.md, "Limits"): at a long
+// context with a short window the attention launches the partitions the
+// window spans, enough for every token's keys, with the scratch and
+// kernel of a step without a window over as many keys, and looks its
+// tuned split up at those keys; a step without a window, or one whose
+// window holds the context, takes the context's.
+func TestAttentionWindowPartitions(t *testing.T) {
+	b := &Backend{device: device{sms: 132, maxSharedBlock: 232448}} // an H100
+	type seqs struct{ queries, cached []int }
+	for _, c := range []struct {
+		name                    string
+		s                       seqs
+		cache                   bridge.DType
+		heads, kvHeads, headDim int
+		window                  int
+		rope                    bool
+		tunedPart               int // a tuned config's positions a partition; 0: none
+		kernel                  string
+		nparts                  int
+		asked                   int  // the context the tuned lookup saw
+		like                    seqs // the step without a window that launches alike; none when empty
+	}{
+		{name: "decode on tensor cores, 32k context, window 4k", s: seqs{[]int{1}, []int{32767}}, cache: bridge.BF16,
+			heads: 32, kvHeads: 8, headDim: 128, window: 4096, kernel: "paged_decode_mma_d128_p128_bf16", nparts: 64,
+			like: seqs{[]int{1}, []int{4095}}},
+		{name: "the same without a window", s: seqs{[]int{1}, []int{32767}}, cache: bridge.BF16,
+			heads: 32, kvHeads: 8, headDim: 128, kernel: "paged_decode_mma_d128_p128_bf16", nparts: 256},
+		{name: "window longer than the context", s: seqs{[]int{1}, []int{999}}, cache: bridge.BF16,
+			heads: 32, kvHeads: 8, headDim: 128, window: 5000, kernel: "paged_decode_mma_d128_p32_bf16", nparts: 32,
+			like: seqs{[]int{1}, []int{999}}},
+		{name: "decode ragged, f32 cache, RoPE", s: seqs{[]int{1, 1, 1}, []int{1999, 499, 39}}, cache: bridge.F32,
+			heads: 8, kvHeads: 2, headDim: 64, window: 100, rope: true, kernel: "paged_decode_rope_f32", nparts: 4,
+			like: seqs{[]int{1, 1, 1}, []int{99, 99, 39}}},
+		{name: "decode, tuned", s: seqs{[]int{1}, []int{32767}}, cache: bridge.BF16, heads: 32, kvHeads: 8, headDim: 128,
+			window: 4096, tunedPart: 256, kernel: "paged_decode_bf16", nparts: 16, asked: 4096,
+			like: seqs{[]int{1}, []int{4095}}},
+		{name: "decode, tuned, no window", s: seqs{[]int{1}, []int{32767}}, cache: bridge.BF16, heads: 32, kvHeads: 8,
+			headDim: 128, tunedPart: 256, kernel: "paged_decode_bf16", nparts: 128, asked: 32768},
+		{name: "decode, GQA group of 16 (attention.cu)", s: seqs{[]int{1, 1}, []int{2999, 33}}, cache: bridge.F16,
+			heads: 16, kvHeads: 1, headDim: 64, window: 40, rope: true, kernel: "paged_attention_rope_w8_f16", nparts: 2,
+			like: seqs{[]int{1, 1}, []int{39, 33}}},
+		{name: "decode, GQA group of 16, no window", s: seqs{[]int{1, 1}, []int{2999, 33}}, cache: bridge.F16,
+			heads: 16, kvHeads: 1, headDim: 64, kernel: "paged_attention_w8_f16", nparts: 128},
+		{name: "prefill (attention.cu)", s: seqs{[]int{15, 1, 17, 2}, []int{0, 40, 1300, 1}}, cache: bridge.BF16,
+			heads: 8, kvHeads: 2, headDim: 64, window: 600, kernel: "paged_attention_w8_bf16", nparts: 3,
+			like: seqs{[]int{15, 1, 17, 2}, []int{0, 40, 583, 1}}},
+		{name: "prefill, no window", s: seqs{[]int{15, 1, 17, 2}, []int{0, 40, 1300, 1}}, cache: bridge.BF16,
+			heads: 8, kvHeads: 2, headDim: 64, kernel: "paged_attention_w8_bf16", nparts: 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			asked := 0
+			if c.tunedPart > 0 {
+				b.SetLaunchConfig(string(ops.PagedAttentionDecode), func(_ string, s map[string]int) (map[string]string, bool) {
+					asked = s[string(ops.Context)]
+					return map[string]string{ops.KnobPart: strconv.Itoa(c.tunedPart)}, true
+				})
+				defer b.SetLaunchConfig(string(ops.PagedAttentionDecode), nil)
+			}
+			m, ctxs := stepOf(c.s.queries, c.s.cached)
+			l := b.attnLaunch(m, c.cache, c.heads, c.kvHeads, c.headDim, 16, c.window, c.rope)
+			if l.kernel != c.kernel || l.nparts != c.nparts || l.grid[2] != l.nparts {
+				t.Errorf("%s over %d partitions (grid %v), want %s over %d", l.kernel, l.nparts, l.grid, c.kernel, c.nparts)
+			}
+			if asked != c.asked {
+				t.Errorf("tuned split looked up at context %d, want %d", asked, c.asked)
+			}
+			// Each token's keys, from its first, fit the partitions: the
+			// kernels merge ceil(keys / part) of them.
+			for _, ctx := range ctxs {
+				if n := cdiv(kernels.QueryKeys(ctx, c.window), l.part); n > l.nparts {
+					t.Errorf("a token at context %d reads %d partitions of %d keys, the launch has %d", ctx, n, l.part, l.nparts)
+				}
+			}
+			if (l.nparts > 1) != (l.acc > 0 && l.ml > 0 && l.counters > 0) {
+				t.Errorf("%d partitions with scratch %d, %d, %d bytes", l.nparts, l.acc, l.ml, l.counters)
+			}
+			if c.like.queries == nil {
+				return
+			}
+			lm, _ := stepOf(c.like.queries, c.like.cached)
+			if ll := b.attnLaunch(lm, c.cache, c.heads, c.kvHeads, c.headDim, 16, 0, c.rope); l != ll {
+				t.Errorf("launch %+v, a step without a window over as many keys %+v", l, ll)
+			}
+		})
+	}
+}
+
+// stepOf is the metadata attnLaunch reads of a step whose sequences take
+// queries new tokens after cached ones, and each token's context.
+func stepOf(queries, cached []int) (*bridge.StepMeta, []int) {
+	m := &bridge.StepMeta{NumSeqs: len(queries)}
+	var ctxs []int
+	for s, q := range queries {
+		m.NumTokens += q
+		m.MaxQueryLen = max(m.MaxQueryLen, q)
+		m.MaxSeqLen = max(m.MaxSeqLen, cached[s]+q)
+		for i := range q {
+			ctxs = append(ctxs, cached[s]+i+1)
+		}
+	}
+	return m, ctxs
 }

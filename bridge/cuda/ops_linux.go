@@ -376,48 +376,115 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		b.fail("attention: cache shape %v, want [blocks][%d][%d][%d]", kc.shape, kvHeads, BS, headDim)
 		return
 	}
-	// Prefill steps split the context in parts of 256 positions, at most
-	// 256 of them; decode steps as attentionConfig says.
-	kernel, part := "paged_attention_w8", 256
-	nparts := max(cdiv(m.MaxSeqLen, part), 1)
-	for nparts > 256 {
-		part *= 2
-		nparts = cdiv(m.MaxSeqLen, part)
-	}
-	// paged_decode copies cache rows 16 bytes at a time: 4 f32 or 8 half values.
-	if m.MaxQueryLen == 1 && T == m.NumSeqs && headDim <= 128 && headDim%(16/kc.dt.Size()) == 0 && heads/kvHeads <= 8 {
-		b.decodeAttention(o, qs, ks, vs, kc, vc, heads, kvHeads, headDim, BS, scale, window, rope)
-		return
-	}
 	if rope != nil && m.MaxQueryLen > 1 {
 		b.fail("internal: RoPE fused into a prefill attention")
 		return
 	}
-	if m.MaxQueryLen <= 1 {
-		kernel, part, nparts = b.attentionConfig(m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
-		if rope != nil {
-			kernel = strings.Replace(kernel, "paged_attention_", "paged_attention_rope_", 1)
-		}
-	}
+	l := b.attnLaunch(m, kc.dt, heads, kvHeads, headDim, BS, window, rope != nil)
 	var tmpAcc, tmpML, counters uint64
-	if nparts > 1 {
-		tmpAcc = b.scratchBuf("attn.acc", int64(T)*int64(heads)*int64(nparts)*int64(headDim)*4)
-		tmpML = b.scratchBuf("attn.ml", int64(T)*int64(heads)*int64(nparts)*2*4)
-		counters = b.scratchZeroed("attn.counters", int64(T)*int64(heads)*4)
+	if l.nparts > 1 {
+		tmpAcc = b.scratchBuf("attn.acc", l.acc)
+		tmpML = b.scratchBuf("attn.ml", l.ml)
+		counters = b.scratchZeroed("attn.counters", l.counters)
 	}
 	b.subMark("attention")
-	block := 256
-	if strings.HasSuffix(kernel, "_w4") {
-		block = 128
+	if l.decode {
+		var r ropeArgs
+		if rope != nil {
+			r = *rope
+		}
+		b.launch(l.kernel, l.grid, l.threads, ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
+			b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots), b.metaPtr(b.mo.positions),
+			i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
+			i32(l.chunks), i32(l.mgroup), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps), kernelWindow(window))
+		return
 	}
 	args := []uint64{ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
 		b.metaPtr(b.mo.tokSeq), b.metaPtr(b.mo.qsl), b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots),
 		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
-		i32(part), i32(nparts), tmpAcc, tmpML, b.stats.ptr, counters, kernelWindow(window)}
+		i32(l.part), i32(l.nparts), tmpAcc, tmpML, b.stats.ptr, counters, kernelWindow(window)}
 	if rope != nil {
 		args = append(args, rope.qn, rope.kn, b.metaPtr(b.mo.positions), rope.inv, f32(rope.eps))
 	}
-	b.launch(kernel+"_"+dtName(kc.dt), [3]int{T, heads, nparts}, block, args...)
+	b.launch(l.kernel, l.grid, l.threads, args...)
+}
+
+// attnSplit is a paged-attention step's launch (attention.cu or decode.cu),
+// planned from the step's metadata and the device's size alone.
+type attnSplit struct {
+	kernel  string // with its cache dtype suffix
+	decode  bool   // paged_decode or paged_decode_mma (decode.cu), else attention.cu
+	grid    [3]int // z: the split-K partitions
+	threads int
+	part    int // keys a partition
+	chunks  int // decode.cu: DEC_CHUNK chunks a partition
+	nparts  int
+	mgroup  int // decode.cu: partitions one block merges (decodeMergeGroup)
+	// The split's scratch in bytes (none with one partition): the
+	// partitions' value sums, their (max, sum) pairs, the merge counters.
+	acc, ml, counters int64
+}
+
+// attnLaunch plans the attention of step m over a cache of dtype cache
+// with a sliding window (0: none); rope, the RoPE fused into a decode
+// step's kernel. The kernels number a token's split-K partitions from its
+// first key, the window's with one, so the split, its tuned config and
+// its scratch are over the most keys a token reads (kernels.QueryKeys),
+// not the context (docs/cuda.md, "Limits").
+func (b *Backend) attnLaunch(m *bridge.StepMeta, cache bridge.DType, heads, kvHeads, headDim, BS, window int, rope bool) attnSplit {
+	T := m.NumTokens
+	keys := max(kernels.QueryKeys(m.MaxSeqLen, window), 1)
+	ropeName := ""
+	if rope {
+		ropeName = "rope_"
+	}
+	// paged_decode (decode.cu) takes one new token per sequence, token t
+	// of sequence t, head size at most 128, GQA groups of at most 8 query
+	// heads; it copies cache rows 16 bytes at a time: 4 f32 or 8 half values.
+	if m.MaxQueryLen == 1 && T == m.NumSeqs && headDim <= 128 && headDim%(16/cache.Size()) == 0 && heads/kvHeads <= 8 {
+		chunks, nparts, pos := b.decodeLaunch(cache, m.NumSeqs, keys, heads, kvHeads, headDim, BS)
+		l := attnSplit{kernel: "paged_decode_" + ropeName + dtName(cache), decode: true, grid: [3]int{T, kvHeads, nparts},
+			threads: 256, part: chunks * decodeChunk, chunks: chunks, nparts: nparts, mgroup: min(decodeMergeGroup, nparts)}
+		if pos > 0 {
+			l.kernel = fmt.Sprintf("paged_decode_mma_%sd%d_p%d_%s", ropeName, headDim, pos, dtName(cache))
+			l.threads = decodeMMAThreads(pos)
+		}
+		if nparts > 1 {
+			// A head's slots: its partitions' partial sums, then the
+			// merged groups of mgroup partitions; a counter for each
+			// (sequence, KV head), then one for each of its groups.
+			groups := int64(cdiv(nparts, l.mgroup))
+			slots := int64(nparts) + groups
+			l.acc = int64(T) * int64(heads) * slots * int64(headDim) * 4
+			l.ml = int64(T) * int64(heads) * slots * 2 * 4
+			l.counters = max(int64(T)*int64(kvHeads)*(1+groups), int64(T)*int64(heads)) * 4
+		}
+		return l
+	}
+	// Prefill steps split the keys in parts of 256 positions, at most 256
+	// of them; decode steps as attentionConfig says.
+	kernel, part := "paged_attention_w8", 256
+	nparts := cdiv(keys, part)
+	for nparts > 256 {
+		part *= 2
+		nparts = cdiv(keys, part)
+	}
+	if m.MaxQueryLen <= 1 {
+		kernel, part, nparts = b.attentionConfig(m.NumSeqs, keys, heads, kvHeads, headDim, BS)
+	}
+	if rope {
+		kernel = strings.Replace(kernel, "paged_attention_", "paged_attention_rope_", 1)
+	}
+	l := attnSplit{kernel: kernel + "_" + dtName(cache), grid: [3]int{T, heads, nparts}, threads: 256, part: part, nparts: nparts}
+	if strings.HasSuffix(kernel, "_w4") {
+		l.threads = 128
+	}
+	if nparts > 1 {
+		l.acc = int64(T) * int64(heads) * int64(nparts) * int64(headDim) * 4
+		l.ml = int64(T) * int64(heads) * int64(nparts) * 2 * 4
+		l.counters = int64(T) * int64(heads) * 4
+	}
+	return l
 }
 
 // cacheTensors returns a KV cache's two tensors, failing the step unless
@@ -488,46 +555,11 @@ const flashBQ = 64
 // the cache's dtype).
 func flashSmem(d int) int { return 2 * 2 * 64 * (d + 8) * 2 }
 
-// decodeAttention launches paged_decode (decode.cu): one new token per
-// sequence, token t of sequence t, head size at most 128, GQA groups of at
-// most 8 query heads.
-func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads, headDim, BS int, scale float32, window int, rope *ropeArgs) {
-	m := b.meta
-	T := m.NumTokens
-	chunks, nparts, pos := b.decodeLaunch(kc.dt, m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
-	var r ropeArgs
-	ropeName := ""
-	if rope != nil {
-		r, ropeName = *rope, "rope_"
-	}
-	kernel, threads := "paged_decode_"+ropeName+dtName(kc.dt), 256
-	if pos > 0 {
-		kernel = fmt.Sprintf("paged_decode_mma_%sd%d_p%d_%s", ropeName, headDim, pos, dtName(kc.dt))
-		threads = decodeMMAThreads(pos)
-	}
-	// A head's slots: its partitions' partial sums, then the merged
-	// groups of decodeMergeGroup partitions; a counter for each (sequence,
-	// KV head), then one for each of its groups.
-	mg := min(decodeMergeGroup, nparts)
-	slots, groups := int64(nparts+cdiv(nparts, mg)), int64(cdiv(nparts, mg))
-	var tmpAcc, tmpML, counters uint64
-	if nparts > 1 {
-		tmpAcc = b.scratchBuf("attn.acc", int64(T)*int64(heads)*slots*int64(headDim)*4)
-		tmpML = b.scratchBuf("attn.ml", int64(T)*int64(heads)*slots*2*4)
-		counters = b.scratchZeroed("attn.counters", max(int64(T)*int64(kvHeads)*(1+groups), int64(T)*int64(heads))*4)
-	}
-	b.subMark("attention")
-	b.launch(kernel, [3]int{T, kvHeads, nparts}, threads, ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
-		b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots), b.metaPtr(b.mo.positions),
-		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
-		i32(chunks), i32(mg), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps), kernelWindow(window))
-}
-
-// decodeLaunch is a decode step's split (decodeConfig) and kernel: pos is
-// the positions of the paged_decode_mma variant it takes, 0 for
-// paged_decode.
-func (b *Backend) decodeLaunch(cache bridge.DType, seqs, maxSeqLen, heads, kvHeads, headDim, BS int) (chunks, nparts, pos int) {
-	chunks, nparts = b.decodeConfig(cache, seqs, maxSeqLen, heads, kvHeads, headDim, BS)
+// decodeLaunch is the split (decodeConfig) and kernel of a decode step
+// whose tokens read at most keys keys: pos is the positions of the
+// paged_decode_mma variant it takes, 0 for paged_decode.
+func (b *Backend) decodeLaunch(cache bridge.DType, seqs, keys, heads, kvHeads, headDim, BS int) (chunks, nparts, pos int) {
+	chunks, nparts = b.decodeConfig(cache, seqs, keys, heads, kvHeads, headDim, BS)
 	if b.decodeMMA(cache, heads/kvHeads, headDim, chunks, nparts) {
 		pos = decodeMMAPositions(chunks)
 	}

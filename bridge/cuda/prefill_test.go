@@ -157,11 +157,12 @@ func TestDecodeMMAMatchesReference(t *testing.T) {
 // Sliding-window attention against kernels.PagedAttention with the same
 // window, on every kernel: prefill on tensor cores (flash.cu: key tiles
 // before a block's window skipped, rows whose window starts inside a tile
-// masked), small prefill and GQA groups of 16 (attention.cu: partitions
-// wholly before the window neutral), decode on CUDA cores and tensor cores
-// (decode.cu: partitions before the window merged as none, in one level
-// and in two), with windows shorter than a block, of several partitions,
-// equal to a sequence and longer.
+// masked), small prefill and GQA groups of 16 (attention.cu), decode on
+// CUDA cores and tensor cores (decode.cu), the split-K partitions of
+// these counted from each token's window start (launched over the window,
+// not the context; tokens whose context is shorter take fewer) and merged
+// in one level and in two, with windows shorter than a block, of several
+// partitions, equal to a sequence and longer.
 func TestAttentionWindowMatchesReference(t *testing.T) {
 	b := gpu(t)
 	for _, c := range []struct {
@@ -174,10 +175,13 @@ func TestAttentionWindowMatchesReference(t *testing.T) {
 		{attnCase{8, 2, 64, []int{15, 16, 17, 300, 1, 64}, []int{0, 0, 3, 0, 1999, 77}, bf16RelTol}, 7, true, 0},
 		{attnCase{8, 2, 64, []int{300, 70}, []int{0, 10}, bf16RelTol}, 64, true, 0},
 		{attnCase{8, 2, 64, []int{15, 1, 17, 2}, []int{0, 40, 300, 1}, 1e-5}, 9, true, 0},
+		{attnCase{8, 2, 64, []int{15, 1, 17, 2}, []int{0, 40, 1300, 1}, 1e-5}, 600, true, 0},
 		{attnCase{16, 1, 64, []int{1, 1}, []int{700, 33}, 1e-5}, 40, true, 0},
 		{attnCase{32, 4, 128, []int{1, 1, 1}, []int{16383, 5000, 4128}, 1e-5}, 4096, true, 0},
 		{attnCase{32, 4, 128, []int{1, 1, 1}, []int{16383, 5000, 4128}, 1e-5}, 4096, false, 0},
 		{attnCase{32, 4, 128, []int{1, 1, 1}, []int{16383, 5000, 4128}, 1e-5}, 4096, true, 2},
+		{attnCase{32, 4, 128, []int{1, 1, 1}, []int{16383, 1000, 40}, 1e-5}, 4096, true, 2},
+		{attnCase{32, 4, 128, []int{1, 1, 1}, []int{16383, 1000, 40}, 1e-5}, 4096, false, 0},
 		{attnCase{8, 2, 64, []int{1, 1, 1, 1, 1}, []int{15, 16, 17, 127, 2000}, 1e-5}, 16, true, 0},
 		{attnCase{8, 2, 64, []int{1, 1, 1, 1, 1}, []int{15, 16, 17, 127, 2000}, 1e-5}, 16, false, 2},
 		{attnCase{14, 2, 64, []int{1, 1, 1}, []int{31, 32, 33}, 1e-5}, 33, true, 0},

@@ -183,15 +183,16 @@ func (b *Backend) pickGemv(m, n, k int, dt bridge.DType) gemvConfig {
 }
 
 // attentionConfig picks the launch of attention.cu's decode kernel, for the
-// shapes paged_decode does not take: positions per partition (32 by default:
-// one per warp-iteration of a block) and warps per block (8, or a config's).
-// The partition count is rounded up to a power of two so a decode step
-// keeps its graph while sequences grow, and capped at one merging thread
-// per partition.
-func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSize int) (kernel string, part, nparts int) {
+// shapes paged_decode does not take, over the most keys a token reads
+// (its context, or at most a sliding window: attnLaunch): positions per
+// partition (32 by default: one per warp-iteration of a block) and warps
+// per block (8, or a config's, looked up at those keys). The partition
+// count is rounded up to a power of two so a decode step keeps its graph
+// while sequences grow, and capped at one merging thread per partition.
+func (b *Backend) attentionConfig(seqs, keys, heads, kvHeads, headDim, blockSize int) (kernel string, part, nparts int) {
 	part, warps := 32, 8
 	ctx := 1
-	for ctx < maxSeqLen {
+	for ctx < keys {
 		ctx *= 2
 	}
 	if c := b.tuned(string(ops.PagedAttentionDecode), "", attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
@@ -202,7 +203,7 @@ func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, bloc
 			warps = w
 		}
 	}
-	for nparts = 1; nparts*part < maxSeqLen; nparts *= 2 {
+	for nparts = 1; nparts*part < keys; nparts *= 2 {
 	}
 	for nparts > min(256, 32*warps) {
 		part *= 2
@@ -211,18 +212,19 @@ func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, bloc
 	return fmt.Sprintf("paged_attention_w%d", warps), part, nparts
 }
 
-// decodeConfig picks paged_decode's split of the context: positions per
+// decodeConfig picks paged_decode's split of the keys a token reads (its
+// context, or at most a sliding window: attnLaunch): positions per
 // partition (whole 32-position chunks) and the partition count, over the
-// context rounded up to a power of two (its bucket, so a step's graph
+// keys rounded up to a power of two (their bucket, so a step's graph
 // changes only when the longest context crosses one). A tuned config for
 // the bucket sets the positions; by default the partition count follows
-// the context: enough blocks to fill the GPU about four times over, but
+// the keys: enough blocks to fill the GPU about four times over, but
 // each block at least one chunk and at most four (a block reads its chunks
 // one after the other), and at most decodeMaxParts partitions. (Fewer,
 // longer partitions whose blocks load the next chunk while using one were
 // slower on an H100 at 4k and 16k positions: docs/cuda.md.)
-func (b *Backend) decodeConfig(cache bridge.DType, seqs, maxSeqLen, heads, kvHeads, headDim, blockSize int) (chunks, nparts int) {
-	ctx := ops.ContextBucket(maxSeqLen, decodeChunk)
+func (b *Backend) decodeConfig(cache bridge.DType, seqs, keys, heads, kvHeads, headDim, blockSize int) (chunks, nparts int) {
+	ctx := ops.ContextBucket(keys, decodeChunk)
 	if c := b.tuned(string(ops.PagedAttentionDecode), "", attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
 		if p, ok := configInt(c, ops.KnobPart); ok && p >= decodeChunk && p%decodeChunk == 0 {
 			part := p

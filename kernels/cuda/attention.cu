@@ -8,9 +8,11 @@
 // positions, four at a time; the warps then merge. With more than one
 // partition (split-K: decode steps use parts of 32 positions) each block
 // leaves (max, sum, unnormalised output) and the last block of the (token,
-// head) to finish merges them. With a sliding window (window > 0) a
-// token's keys start at pos - window + 1: a partition wholly before it
-// reads nothing and leaves neutral partials (max -inf, sum 0).
+// head) to finish merges them. A token's partitions count from its first
+// key, 0 or with a sliding window (window > 0) pos - window + 1, so a
+// launch needs only enough of them for the most keys a token reads
+// (bridge/cuda attnLaunch); a partition past the token's keys exits, and
+// the merge reads those its keys span (docs/cuda.md, "Limits").
 // Cache layout: [num_blocks][kv_heads][block_size][head_dim], in the
 // cache's dtype KT (kv_load, kv_store: common.cu); the step's own keys and
 // values are read from k and v rounded as the cache stores them.
@@ -47,6 +49,11 @@ __device__ __forceinline__ void paged_attention_body(
     const int new_start = seqlen - (q1 - q0);  // position of the step's first token
     const int ctx = new_start + (t - q0) + 1;  // causal: positions 0..pos
     const long kvw = (long)KVH * D;
+    // The token's first key and the partitions its keys span, counted from
+    // it (every block of the token sees the same: a branch a block).
+    const int start = window > 0 ? max(0, ctx - window) : 0;
+    const int nlive = (ctx - start + part_size - 1) / part_size;
+    if (part >= nlive) return;  // past the token's keys: the merge does not read it
 
     if (ROPE) {
         const float pos = (float)positions[t];
@@ -82,8 +89,7 @@ __device__ __forceinline__ void paged_attention_body(
     for (int j = 0; j < ATT_MAXD / 32; j++) acc[j] = 0.f;
 
     const int* bt = block_table + (long)s * bt_stride;
-    const int part0 = part * part_size, p1 = min(ctx, part0 + part_size);
-    const int p0 = window > 0 ? max(part0, ctx - window) : part0;  // the sliding window's first key
+    const int p0 = start + part * part_size, p1 = min(ctx, p0 + part_size);
     for (int j0 = p0 + warp * 4; j0 < p1; j0 += ATT_WARPS * 4) {
         // Position j0+u's value row: the step's own (vown, f32 in v) or a
         // cached one at element offset vo of vc; vo < 0 past the partition.
@@ -187,14 +193,14 @@ __device__ __forceinline__ void paged_attention_body(
     // counter for the next step.
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(&counters[base], 1) == nparts - 1;
+    if (threadIdx.x == 0) s_last = atomicAdd(&counters[base], 1) == nlive - 1;
     __syncthreads();
     if (!s_last) return;
     __threadfence();
     const float* ml = tmp_ml + base * nparts * 2;
     const int p = threadIdx.x;
-    float mp = p < nparts ? __ldcg(ml + 2 * p) : NEG_INF;
-    float lp = p < nparts ? __ldcg(ml + 2 * p + 1) : 0.f;
+    float mp = p < nlive ? __ldcg(ml + 2 * p) : NEG_INF;
+    float lp = p < nlive ? __ldcg(ml + 2 * p + 1) : 0.f;
     float MM = warp_max(mp);
     if (lane == 0) s_red[warp] = MM;
     __syncthreads();
@@ -208,7 +214,7 @@ __device__ __forceinline__ void paged_attention_body(
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float A2 = 0.f;
 #pragma unroll 4
-        for (int q2 = 0; q2 < nparts; q2++) A2 += __ldcg(acc2 + (long)q2 * D + d) * s_f[q2];
+        for (int q2 = 0; q2 < nlive; q2++) A2 += __ldcg(acc2 + (long)q2 * D + d) * s_f[q2];
         out[base * D + d] = A2 / LL;
     }
     if (threadIdx.x == 0) counters[base] = 0;

@@ -23,9 +23,10 @@
 //    finish, not by another launch; beyond mgroup partitions in two levels
 //    (the last block of each group of mgroup merges it, the last of those
 //    the groups), as one block's reads from L2 bound the merge.
-// With a sliding window (window > 0) a partition's keys start at the
-// window's first, ctx - window: one wholly before it loads nothing and
-// leaves neutral partials (max -inf, sum 0) that dec_merge weighs 0.
+// A token's partitions count from its first key, 0 or with a sliding
+// window (window > 0) the window's, ctx - window, so a launch needs only
+// enough of them for the most keys a token reads (bridge/cuda attnLaunch),
+// and the merge takes those its keys span (docs/cuda.md, "Limits").
 // The new token's key and value (position seq_len-1) never go through the
 // cache within the step: the block whose partition holds that position keeps
 // them in shared memory and is the only writer of their cache slot.
@@ -194,7 +195,7 @@ __device__ __forceinline__ void dec_merge(const float* ml, const float* acc, int
     for (int u = 0; u < DEC_MAXPARTS / 32; u++) {
         const int i = lane + 32 * u;
         if (i < n) {
-            const float f = mv[u] == NEG_INF ? 0.f : expf(mv[u] - M);  // a partition before the window: none
+            const float f = expf(mv[u] - M);
             sf[i] = f;
             L += f * lv[u];
         }
@@ -336,10 +337,13 @@ __device__ __forceinline__ void paged_decode_body(
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int group = H / KVH, h = kh * group + warp;
     const int ctx = seq_lens[t], cur = ctx - 1;  // cur: the step's token
-    const int plen = chunks * DEC_CHUNK, part0 = part * plen;
-    if (part0 >= ctx) return;  // past this sequence's context
-    const int p1 = min(ctx, part0 + plen), nlive = (ctx + plen - 1) / plen;
-    const int p0 = window > 0 ? min(max(part0, ctx - window), p1) : part0;  // the sliding window's first key
+    // The token's first key (the window's with one); partition part holds
+    // the keys [p0, p1) from it, the last of the nlive its keys span the
+    // step's token.
+    const int start = window > 0 ? max(0, ctx - window) : 0;
+    const int plen = chunks * DEC_CHUNK, p0 = start + part * plen;
+    if (p0 >= ctx) return;  // past this token's keys
+    const int p1 = min(ctx, p0 + plen), nlive = (ctx - start + plen - 1) / plen;
     const int* bt = block_table + (long)t * bt_stride;
 
     // Before the wait: the first NBUF chunks' cached rows (a commit group
@@ -504,12 +508,12 @@ __device__ __forceinline__ void paged_decode_mma_body(
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int group = H / KVH, h = kh * group + warp;
     const int ctx = seq_lens[t], cur = ctx - 1;
-    const int plen = chunks * DEC_CHUNK, part0 = part * plen;
-    if (part0 >= ctx) return;
-    const int p1 = min(ctx, part0 + plen), nlive = (ctx + plen - 1) / plen;
-    // Row r is position p0 + r: from the sliding window's first key (no
-    // rows, n = 0, in a partition wholly before it).
-    const int p0 = window > 0 ? min(max(part0, ctx - window), p1) : part0, n = p1 - p0;
+    // Partitions count from the token's first key, as paged_decode's; row
+    // r is position p0 + r, and a partition holds n >= 1 rows.
+    const int start = window > 0 ? max(0, ctx - window) : 0;
+    const int plen = chunks * DEC_CHUNK, p0 = start + part * plen;
+    if (p0 >= ctx) return;
+    const int p1 = min(ctx, p0 + plen), nlive = (ctx - start + plen - 1) / plen, n = p1 - p0;
     const int* bt = block_table + (long)t * bt_stride;
 
     // Before the wait: the partition's cached rows, zeros in the rows
