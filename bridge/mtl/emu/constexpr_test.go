@@ -9,10 +9,12 @@ import (
 // Vector values in constant expressions build and compute as in Metal:
 // constexpr vector variables, in a function or at program scope, made by
 // constructors of scalars, of other vectors and of swizzles, read by
-// swizzles or subscripts (`v[2]`, also as an array bound and a template
-// argument) and combined by arithmetic, constexpr functions that return
-// vectors, and bool vectors (`bool2`, comparisons, `all`, `any`); each
-// kernel writes its value at x[i] for x[i] = i.
+// swizzles or subscripts (`v[2]`, `v.zw.y`, also as an array bound, a
+// template argument or its default, a case label, an if constexpr's
+// condition and an enumerator's value) and combined by arithmetic,
+// constexpr functions and member functions that return vectors, and bool
+// vectors (`bool2`, comparisons, `all`, `any`); each kernel writes its
+// value at x[i] for x[i] = i.
 func TestConstexprVectors(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	const head = `#include <metal_stdlib>
@@ -25,6 +27,13 @@ struct P { float x; };
 constexpr int sum4(int4 v) { int s = 0; for (int k = 0; k < 4; k++) s += v[k]; return s; }
 template <int N> constexpr int tk() { return N; }
 constexpr bool2 M = int2(1, 2) < int2(3, 1);
+constexpr int4 V4 = int4(1, 2, 3, 4);
+constexpr int sum2(int2 a) { return a.x + a.y; }
+struct F { int x; };
+constexpr F F9 = {9};
+enum E4 { E4A = V4.z, E4B = V4[3] };
+template <int N = V4.w> constexpr int td() { return N; }
+struct Q { int2 q; constexpr int2 get() const { return q.yx; } constexpr int first() const { return q.x; } };
 `
 	cases := []struct {
 		body string
@@ -49,6 +58,12 @@ constexpr bool2 M = int2(1, 2) < int2(3, 1);
 		{"constexpr bool4 b = bool4(true, false, true, true); static_assert(any(b) && !all(b), \"b\"); constexpr int r = b.z + b.yx.y + b.wzyx[2]; x[i] += r", func(i int) float32 { return float32(i + 2) }},
 		{"constexpr bool2 m = !bool2(true, false) && bool2(true); static_assert(all(int4(1, 2, 3, 4) < int4(5)), \"all\"); constexpr bool a = any(float2(1, 2) == float2(0, 2)); x[i] += m.y + a + tk<any(M)>()", func(i int) float32 { return float32(i + 3) }},
 		{"constexpr float4 c = (float4)int4(1, 2, 3, 4); static_assert(c.w == 4, \"c.w\"); x[i] += c.w", func(i int) float32 { return float32(i + 4) }},
+		{"x[i] += tk<V4.z>() * 1000 + tk<sum2(V4.xy)>() * 100 + tk<V4.zw.y>() * 10 + tk<F9.x>()", func(i int) float32 { return float32(i + 3349) }},
+		{"constexpr int n = V4.y; constexpr int2 w = V4.wz; x[i] += tk<n>() + tk<w.x>() * 10 + sum2(V4.xy + w) * 100", func(i int) float32 { return float32(i + 1042) }},
+		{"switch (i & 3) { case V4.y: x[i] += 10; break; case V4[2]: x[i] += 20; break; default: break; }", func(i int) float32 { return float32(i + []int{0, 0, 10, 20}[i&3]) }},
+		{"if constexpr (V4.x == 1 && V4.zw.y == 4) x[i] += 100", func(i int) float32 { return float32(i + 100) }},
+		{"x[i] += E4A * 10 + E4B + td()", func(i int) float32 { return float32(i + 38) }},
+		{"constexpr Q p = {int2(5, 6)}; constexpr int c = p.get().x * 10 + p.first(); float a[p.first()] = {1}; x[i] += c + tk<p.get().y>() * 100 + a[0]", func(i int) float32 { return float32(i + 566) }},
 	}
 	bodies := make([]string, len(cases))
 	for j, c := range cases {

@@ -467,7 +467,7 @@ void thread_at(const void *p, const char *file, unsigned line) {
   }
 }
 
-void this_space(const void *self, int mask, const char *fn) {
+void this_space_at(const void *self, int mask, const char *fn) {
   Worker *w = worker();
   if (!w || !w->d)
     return;
