@@ -845,8 +845,10 @@ kernel void barriers(device int* x [[buffer(0)]], uint i [[thread_position_in_gr
 // ended the process, where a GPU gives a value: the dispatch fails naming
 // the line, the lane and the thread, and values that divide run as C++
 // divides them; a compound assignment's left side that cannot be read
-// twice (`x[2 * min(i, 1u)]`, `s.a[bump(n, 0)]`) runs once and is checked
-// alike.
+// twice (`x[2 * min(i, 1u)]`, `s.a[bump(n, 0)]`, a member or component
+// of a call's result or of an element a call indexes, `at(s, n).v`,
+// `x[2 * bump(n, i)].y`, `*ptr_at(p, n)` and a conditional's) runs once
+// and is checked alike.
 func TestIntegerDivisionTraps(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	const src = `#include <metal_stdlib>
@@ -918,6 +920,37 @@ kernel void velem(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid
   v.x += n - 1;
   x[2 * i] = v;
 }
+kernel void call_member(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int n = 0;
+  x[2 * bump(n, i)].y /= x[2 * i + 1].y;
+  x[2 * i].z = n;
+}
+struct T { int4 v; int x; };
+kernel void call_field(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  T s[1] = {{int4(0), x[8 * i]}};
+  int n = 0;
+  s[bump(n, 0)].x %= x[8 * i + 4];
+  x[8 * i] = s[0].x;
+  x[8 * i + 1] = n;
+}
+thread T& at(thread T* t, thread int& n) { n++; return *t; }
+kernel void call_ref(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  T s[1] = {{x[2 * i], 0}};
+  int n = 0;
+  at(s, n).v /= x[2 * i + 1];
+  s[0].v.w += n - 1;
+  x[2 * i] = s[0].v;
+}
+device int* ptr_at(device int* p, thread int& n) { n++; return p; }
+kernel void call_deref(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int n = 0;
+  *ptr_at(x + 8 * i, n) /= x[8 * i + 4];
+  x[8 * i + 1] = n;
+}
+kernel void cond(device int* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  int b = 100;
+  (i < 2 ? x[8 * i] : b) /= x[8 * i + 4];
+}
 `
 	lib := newLibrary(t, dev, src)
 	const minInt = -1 << 31
@@ -947,6 +980,12 @@ kernel void velem(device int4* x [[buffer(0)]], uint i [[thread_position_in_grid
 		{"member", "integer division overflow: -2147483648 % -1 at k.metal:54", over, [4]int32{1, 1, 100, minInt}},
 		{"dmember", "integer division overflow: -2147483648 / -1 at k.metal:60", over, [4]int32{3, 1, 100, minInt}},
 		{"velem", "integer division overflow: -2147483648 / -1 at k.metal:66", over, [4]int32{7, -3, 100, minInt}},
+		{"call_member", "integer division overflow: -2147483648 / -1 at k.metal:72", over, [4]int32{7, -3, 1, minInt}},
+		{"call_field", "integer division overflow: -2147483648 % -1 at k.metal:79", over, [4]int32{1, 1, 100, minInt}},
+		{"call_ref", "integer division overflow in lane 0: -2147483648 / -1 at k.metal:87", over, [4]int32{3, -3, -14, minInt}},
+		{"call_ref", "integer division by zero in lane 2 at k.metal:87", zero, [4]int32{3, -3, -14, minInt}},
+		{"call_deref", "integer division overflow: -2147483648 / -1 at k.metal:94", over, [4]int32{3, 1, 100, minInt}},
+		{"cond", "integer division overflow: -2147483648 / -1 at k.metal:99", over, [4]int32{3, -9, 100, minInt}},
 		{"mixed", "integer division by zero in lane 2 at k.metal:40", zero, [4]int32{3, -3, -14, 0}},
 		{"deref", "integer division overflow in lane 0: -2147483648 / -1 at k.metal:46", over, [4]int32{3, -3, -14, minInt}},
 	} {

@@ -2764,9 +2764,89 @@ func (r *rewriter) divOps() {
 			r.replace(i-1, i-1, ")")
 			r.insertAfter(i, " ::metal::__emu::"+at+"_val() =")
 			continue
+		} else if start, split, ok := r.objectLHS(i); ok && !replaced(r.toks[start]) && !replaced(r.toks[i-1]) &&
+			(split == i || !replaced(r.toks[split])) {
+			// `P.m /= d`, `*P /= d`: P runs once, the rest reads plainly.
+			pre, obj := "", start
+			for r.text(obj) == "*" {
+				pre += "*"
+				obj++
+			}
+			suffix := ""
+			if split < i {
+				suffix = r.src[r.toks[split].pos:r.toks[i-1].end]
+			}
+			lam := ", [&](auto &&__o, auto &__d) { return " + pre + "__o"
+			tail := " " + op + " __d.dividend([&]() { return " + pre + "__o" + suffix + "; }); })"
+			if pre != "" {
+				r.replace(start, obj-1, "::metal::__emu::div_obj(")
+			} else {
+				r.edits = append(r.edits, edit{r.toks[start].pos, r.toks[start].pos, "::metal::__emu::div_obj("})
+			}
+			if split < i {
+				r.edits = append(r.edits, edit{r.toks[split].pos, r.toks[split].pos, lam})
+				r.replace(i-1, i-1, r.text(i-1)+tail)
+			} else {
+				r.replace(i-1, i-1, r.text(i-1)+lam+tail)
+			}
+			r.insertAfter(i, " ::metal::__emu::"+at+"_val() =")
+			continue
 		}
 		r.insertAfter(i, " ::metal::__emu::"+at+"_into("+get+") =")
 	}
+}
+
+// objectLHS reads the left side of the compound assignment at k that
+// neither compoundLHS nor indexLHS takes as `*...* P suffix`: P a postfix
+// expression that may not be evaluated twice (`a[f(i)]`, `f(i)`), suffix
+// the members and plain subscripts after it (`.y`, `->v[2].x`), which
+// compoundLHS could repeat, and the stars, if any, its dereferences. It
+// returns the first token (a star or P's), suffix's first (k where there
+// is none) and whether there is something to evaluate once: a suffix,
+// stars or a call.
+func (r *rewriter) objectLHS(k int) (start, split int, ok bool) {
+	split = k
+	for j := k - 1; ; {
+		switch t := r.tok(j); {
+		case t.kind == tIdent && !notPrimary[t.text] && (r.text(j-1) == "." || r.text(j-1) == "->"):
+			split, j = j-1, j-2
+			continue
+		case t.text == "]":
+			m := r.matchBack(j)
+			if m < 1 || m == j-1 || !r.plainTokens(m+1, j) || r.text(m-1) == "[" {
+				break
+			}
+			split, j = m, m-1
+			continue
+		}
+		break
+	}
+	start = r.postfixStart(split - 1)
+	if start < 0 || notPrimary[r.text(start)] {
+		return -1, -1, false
+	}
+	stars := start
+	for r.text(stars-1) == "*" {
+		stars--
+	}
+	if p := r.text(stars - 1); !lhsBefore[p] && !assignOps[p] {
+		return -1, -1, false
+	}
+	return stars, split, split < k || stars < start || r.text(split-1) == ")"
+}
+
+// plainTokens reports whether tokens from..to (exclusive) are names,
+// numbers and plainIndexOps alone, which read the same when repeated.
+func (r *rewriter) plainTokens(from, to int) bool {
+	for n := from; n < to; n++ {
+		switch x := r.tok(n); {
+		case x.kind == tIdent && !notPrimary[x.text], x.kind == tNumber:
+		case plainIndexOps[x.text]:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // compoundLHS returns the first token of the left side of the compound
