@@ -10,8 +10,8 @@ import (
 // threadgroup pointer parameter deduces the template's T, as in Metal,
 // where the emulator's plain pointer deduced none and the kernel did not
 // build; so does an element of a struct's array member reached through a
-// value or a pointer (`&s.a[i]`, `&p->a[i]`, `&p[0].a[i]`) in each address
-// space, and a member's (`&p->f`, `&x[i].f`). Each kernel writes x[i] * 2 + 1 from x[i] = i.
+// value or a pointer (`&s.a[i]`, `&p->a[i]`, `&(*p).a[i]`, `&p[0].a[i]`)
+// in each address space, and a member's (`&p->f`, `&(*p).f`, `&x[i].f`). Each kernel writes x[i] * 2 + 1 from x[i] = i.
 func TestTemplateAddressArgs(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	const head = `#include <metal_stdlib>
@@ -54,6 +54,13 @@ void via_ref(device S& s, uint i) { twice(&s.a[i]); }
 		"device V* q = (device V*)(x + i); twice(&q->v)",
 		"S s; s.a[i] = x[i]; x[i] = t_get(&s.a[i]) * 2 + 1",
 		"S ls; thread S* lp = &ls; lp->a[i] = x[i]; x[i] = t_get(&lp->a[i]) * 2 + 1",
+		"device S* p = (device S*)x; twice(&(*p).a[i])",
+		"device V* q = (device V*)(x + i); twice(&(*q).v)",
+		"device S* p = (device S*)x; x[i] = get(&(*p).a[0], i) * 2 + 1",
+		"constant S* p = (constant S*)c; x[i] = c_get(&(*p).a[i]) * 2 + 1",
+		"threadgroup S ta[1]; threadgroup S* tp = ta; (*tp).a[i] = x[i]; threadgroup_barrier(mem_flags::mem_threadgroup); x[i] = tg_get(&(*tp).a[i]) * 2 + 1",
+		"S ls; thread S* lp = &ls; lp->a[i] = x[i]; x[i] = t_get(&(*lp).a[i]) * 2 + 1",
+		"H h = {x + i}; twice(&(*h.p))",
 	}
 	runBodies(t, dev, head, "device float* x [[buffer(0)]], constant float* c [[buffer(1)]], uint i [[thread_position_in_grid]]", cases, 2,
 		func(_, i int) float32 { return float32(2*i + 1) })

@@ -3148,7 +3148,7 @@ type spacedName struct {
 
 // addrArgs passes an address of an element that a call of a function
 // template the unit declares takes as an argument (`&x[i]`, `&x[i][j]`,
-// `&s.a[i]`, `&p->a[i]`, `&p[k].a[i]`, `&p->f`) as the pointer of its
+// `&s.a[i]`, `&p->a[i]`, `&(*p).a[i]`, `&p[k].a[i]`, `&p->f`) as the pointer of its
 // address space (metal_stdlib's addr_arg), as Metal types it: the
 // emulator's `&x[i]` is a plain pointer, from which the template's `device
 // T*` or `threadgroup T*` parameter (ptr<T, AS>) deduces no T. The space is
@@ -3159,7 +3159,7 @@ type spacedName struct {
 // shim checks when it runs (docs/msl-subset.md).
 func (r *rewriter) addrArgs() {
 	for i := 0; i+2 < len(r.toks); i++ {
-		if r.text(i) != "&" || r.tok(i+1).kind != tIdent {
+		if r.text(i) != "&" || r.tok(i+1).kind != tIdent && r.text(i+1) != "(" {
 			continue
 		}
 		if p := r.text(i - 1); p != "(" && p != "," {
@@ -3167,24 +3167,24 @@ func (r *rewriter) addrArgs() {
 		}
 		// The prefixes end before each member access or subscript.
 		var cuts []int
-		end := i + 2
-		for {
-			t := r.text(end)
-			if (t == "." || t == "->") && r.tok(end+1).kind == tIdent {
-				cuts = append(cuts, end)
-				end += 2
+		root, end, paren := i+1, i+2, -1
+		if r.text(i+1) == "(" {
+			// `&(*p).a[i]`: the prefixes in p's expression, p itself (the
+			// pointer dereferenced), then those after the parentheses.
+			paren = r.match(i + 1)
+			if paren < 0 || r.text(i+2) != "*" || r.tok(i+3).kind != tIdent {
 				continue
 			}
-			if t != "[" {
-				break
+			root = i + 3
+			var past int
+			if cuts, past = r.addrCuts(i + 4); past != paren {
+				continue
 			}
-			m := r.match(end)
-			if m < 0 {
-				break
-			}
-			cuts = append(cuts, end)
-			end = m + 1
+			cuts = append(cuts, paren)
+			end = paren + 1
 		}
+		more, end := r.addrCuts(end)
+		cuts = append(cuts, more...)
 		if n := r.text(end); n != ")" && n != "," || len(cuts) == 0 {
 			continue
 		}
@@ -3204,7 +3204,7 @@ func (r *rewriter) addrArgs() {
 		start, stop := r.toks[i].pos, r.toks[end-1].end
 		overlap := false
 		for _, e := range r.edits {
-			if e.start < r.toks[i+1].end && r.toks[i+1].pos < e.end || e.start < start && start < e.end || e.start < stop && stop < e.end {
+			if e.start < r.toks[root].end && r.toks[i+1].pos < e.end || e.start < start && start < e.end || e.start < stop && stop < e.end {
 				overlap = true
 			}
 		}
@@ -3213,12 +3213,39 @@ func (r *rewriter) addrArgs() {
 		}
 		// The prefixes are read in decltype alone, unevaluated: the
 		// address's own subscripts run once.
-		args := strconv.Itoa(r.rootSpace(i + 1))
+		args := strconv.Itoa(r.rootSpace(root))
 		for _, c := range cuts {
-			args += ", decltype((" + r.src[r.toks[i+1].pos:r.toks[c].pos] + "))"
+			from := r.toks[root].pos
+			if c > paren && paren >= 0 {
+				from = r.toks[i+1].pos // `(*p).a`
+			}
+			args += ", decltype((" + r.src[from:r.toks[c].pos] + "))"
 		}
 		r.edits = append(r.edits, edit{start, start, "::metal::__emu::addr_arg<" + args + ">("})
 		r.insertAfter(end-1, ")")
+	}
+}
+
+// addrCuts reads the member accesses and subscripts from token end on
+// (`.a[i]`, `->v`), returning the token each starts at and the token past
+// them.
+func (r *rewriter) addrCuts(end int) (cuts []int, past int) {
+	for {
+		t := r.text(end)
+		if (t == "." || t == "->") && r.tok(end+1).kind == tIdent {
+			cuts = append(cuts, end)
+			end += 2
+			continue
+		}
+		if t != "[" {
+			return cuts, end
+		}
+		m := r.match(end)
+		if m < 0 {
+			return cuts, end
+		}
+		cuts = append(cuts, end)
+		end = m + 1
 	}
 }
 
