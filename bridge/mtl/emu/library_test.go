@@ -1,0 +1,71 @@
+package emu_test
+
+import (
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+)
+
+// Library functions that Metal's standard library declares and kernels
+// written like MLX's use, which failed to build: simd_shuffle_and_fill_up
+// and _down (with and without a modulo, and the quad ones), sincos, the
+// fast:: and precise:: variants of every math function, and the type
+// traits' _v variables, counting half and bfloat as floating-point, with a
+// trait a library specialises. Each kernel writes its value at x[i] for
+// x[i] = i, on one simdgroup.
+func TestLibraryFunctions(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const head = `#include <metal_stdlib>
+using namespace metal;
+namespace metal {
+template <class T, T v> struct is_integral<integral_constant<T, v>> : true_type {};
+}
+`
+	cluster := func(i, m, to int, data, fill func(l int) float32) float32 {
+		c := i % m
+		if to >= 0 && to < m {
+			return data(i - c + to)
+		}
+		return fill(i - c + (to%m+m)%m)
+	}
+	id := func(l int) float32 { return float32(l) }
+	plus := func(d float32) func(l int) float32 { return func(l int) float32 { return float32(l) + d } }
+	cases := []struct {
+		body string
+		want func(i int) float32
+	}{
+		{"x[i] = simd_shuffle_and_fill_down(x[i], x[i] + 100, ushort(1))", func(i int) float32 { return cluster(i, 32, i+1, id, plus(100)) }},
+		{"x[i] = simd_shuffle_and_fill_up(x[i], x[i] + 100, 2)", func(i int) float32 { return cluster(i, 32, i-2, id, plus(100)) }},
+		{"x[i] = simd_shuffle_and_fill_down(x[i], x[i] + 100, ushort(1), ushort(4))", func(i int) float32 { return cluster(i, 4, i%4+1, id, plus(100)) }},
+		{"x[i] = simd_shuffle_and_fill_up(x[i], x[i] + 100, 1, 8)", func(i int) float32 { return cluster(i, 8, i%8-1, id, plus(100)) }},
+		{"x[i] = float(quad_shuffle_and_fill_up(half(x[i]), half(x[i] + 100), 1))", func(i int) float32 { return cluster(i, 4, i%4-1, id, plus(100)) }},
+		{"half4 h = half4(half(x[i]), 0, 0, 1); h = simd_shuffle_and_fill_down(h, half4(-1), 2, 16); x[i] = float(h.x) + float(h.w) * 1000", func(i int) float32 {
+			return cluster(i, 16, i%16+2, plus(1000), func(int) float32 { return -1001 })
+		}},
+		{"float v = x[i]; for (int k = 1; k <= 16; k *= 2) v += simd_shuffle_and_fill_up(v, 0.0f, k); x[i] = v", func(i int) float32 { return float32(i * (i + 1) / 2) }},
+		{"float c; const float s = sincos(x[i] * 0.25f, c); x[i] = (s == sin(x[i] * 0.25f)) + (c == cos(x[i] * 0.25f)) * 2", func(int) float32 { return 3 }},
+		{"const float4 a = float4(x[i], 0, 1, 2) * 0.5f; float4 c; const float4 s = fast::sincos(a, c); half hc; x[i] = all(s == sin(a)) + all(c == cos(a)) * 2 + float(precise::sincos(half(0), hc) + hc) * 4", func(int) float32 { return 7 }},
+		{"x[i] = fast::sinpi(0.5f) + precise::cospi(0.0f) + fast::fmod(5.0f, 3.0f) + precise::fma(x[i], 2.0f, 1.0f) + fast::fdim(3.0f, 1.0f) + precise::copysign(1.0f, -1.0f) + " +
+			"fast::max3(1.0f, 2.0f, 3.0f) + precise::median3(1.0f, 5.0f, 3.0f) + fast::ldexp(1.0f, 2) + fast::distance(float2(0), float2(3, 4)) + " +
+			"fast::atanh(0.0f) + precise::asinh(0.0f) + fast::acosh(1.0f) + precise::tanpi(0.0f)", func(i int) float32 { return float32(2*i + 21) }},
+		{"x[i] += is_floating_point_v<half> + is_floating_point<bfloat>::value * 2 + is_arithmetic_v<half> * 4 + is_signed_v<half> * 8 + is_scalar_v<bfloat> * 16 + " +
+			"is_integral_v<short> * 32 + is_unsigned_v<uint> * 64 + !is_floating_point_v<int> * 128 + is_same_v<make_unsigned_t<int>, uint> * 256 + " +
+			"bool_constant<true>::value * 512 + is_convertible_v<int, float> * 1024 + is_integral_v<integral_constant<int, 3>> * 2048", func(i int) float32 { return float32(i + 4095) }},
+	}
+	bodies := make([]string, len(cases))
+	for j, c := range cases {
+		bodies[j] = c.body
+	}
+	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]", bodies, 1,
+		func(j, i int) float32 { return cases[j].want(i) })
+
+	// A modulo that is no cluster size fails the dispatch at its line.
+	lib := newLibrary(t, dev, `#include <metal_stdlib>
+using namespace metal;
+kernel void k0(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  x[i] = simd_shuffle_and_fill_up(x[i], 0.0f, 1, 3);
+}
+`)
+	wantExecError(t, runCase(t, dev, lib, 0, 32, arg{buf: iotaBuf(t, dev, 32)}),
+		"kernel k0: simd_shuffle_and_fill_up: modulo 3 is not a power of two from 2 to 32 at k.metal:4")
+}
