@@ -54,6 +54,19 @@ func (e *CompileError) Error() string { return e.Msg }
 type Compiler struct {
 	Path    string
 	Version string // clang's first --version line
+	// Flags are those of roundingFlags this clang takes.
+	Flags []string
+}
+
+// roundingFlags make clang round the result of every half and bfloat
+// operation to its type, as Metal's types have it, where it would keep a
+// float's precision through an expression on a CPU without half (or
+// bfloat) arithmetic: half(2048) + half(1) - half(2048) is 0 in Metal, and
+// was 1 (docs/msl-subset.md). A clang that knows neither (16 knows no
+// bfloat arithmetic) is probed for each.
+var roundingFlags = [][]string{
+	{"-Xclang", "-ffloat16-excess-precision=none"},
+	{"-Xclang", "-fbfloat16-excess-precision=none"},
 }
 
 var (
@@ -112,7 +125,14 @@ func findCompiler(clang string) (*Compiler, error) {
 			tried = append(tried, fmt.Sprintf("%s (version %d)", c, major))
 			continue
 		}
-		return &Compiler{Path: p, Version: strings.TrimSpace(first)}, nil
+		cc := &Compiler{Path: p, Version: strings.TrimSpace(first)}
+		for _, f := range roundingFlags {
+			probe := append(append([]string{"-fsyntax-only", "-x", "c++"}, f...), os.DevNull)
+			if exec.Command(p, probe...).Run() == nil {
+				cc.Flags = append(cc.Flags, f...)
+			}
+		}
+		return cc, nil
 	}
 	msg := "msl-emu needs clang 16 or newer to compile Metal kernels for the CPU (clang 14 rejects _Float16 on x86-64)"
 	if len(tried) > 0 {
@@ -142,7 +162,7 @@ func cpuSignature() string {
 	return runtime.GOOS + "/" + runtime.GOARCH
 }
 
-func compileFlags(extra []string) []string {
+func compileFlags(rounding, extra []string) []string {
 	// No warnings, but a variable-length array (sized at run time, or by a
 	// function constant) is an error, as on Metal, and so is an operation
 	// on vectors of two element types (int4 + uint4), which clang's lax
@@ -157,6 +177,7 @@ func compileFlags(extra []string) []string {
 	if runtime.GOARCH == "amd64" {
 		f = append(f, "-march=native") // F16C turns half conversions into single instructions
 	}
+	f = append(f, rounding...)
 	// Extra flags for debugging the emulator itself (Options.CFlags).
 	return append(f, extra...)
 }
@@ -225,7 +246,7 @@ func getToolchain(o Options) (*toolchain, error) {
 	}
 	shim, _ := runtimeFS.ReadFile("runtime/metal_stdlib")
 	rt, _ := runtimeFS.ReadFile("runtime/emu_runtime.cpp")
-	flags := compileFlags(o.CFlags)
+	flags := compileFlags(cc.Flags, o.CFlags)
 	key := hashOf(string(shim), string(rt), cc.Path, cc.Version, strings.Join(flags, " "), cpuSignature())
 	toolchainMu.Lock()
 	defer toolchainMu.Unlock()

@@ -2283,6 +2283,40 @@ func TestBadDefines(t *testing.T) {
 	}
 }
 
+// Each half and bfloat operation rounds its result to its type, as in
+// Metal, where clang kept a float's precision through an expression: on
+// every x86-64 CPU for bfloat, and for half on one without AVX512-FP16
+// (forced here, as are x86-64's without AVX512-BF16). Each kernel writes
+// its value at x[i] for x[i] = i.
+func TestHalfArithmeticRounds(t *testing.T) {
+	opts := emu.Options{}
+	if runtime.GOARCH == "amd64" {
+		opts.CFlags = append(noBF16Flags(t), "-mno-avx512fp16")
+	}
+	dev := newDevice(t, opts)
+	inf := float32(math.Inf(1))
+	cases := []struct {
+		body string
+		want func(i int) float32
+	}{
+		// 2049 is no half: it rounds to 2048.
+		{"const half a = half(2048 + x[i] * 0), b = half(1); x[i] += float(a + b - a)", func(i int) float32 { return float32(i) }},
+		// 1000 * 1000 overflows a half before the division.
+		{"const half a = half(x[i] + 1000); x[i] = float(a * a / a)", func(int) float32 { return inf }},
+		{"const half4 a = half4(2048 + x[i] * 0), b = half4(1); x[i] += float((a + b - a).w)", func(i int) float32 { return float32(i) }},
+		// 1 + 2^-8 is no bfloat: it rounds to 1, the even neighbour.
+		{"const bfloat a = bfloat(1.0f + x[i] * 0), e = bfloat(0.00390625f); x[i] += float((a + e) - a) * 256", func(i int) float32 { return float32(i) }},
+		{"const bfloat a = bfloat(256 + x[i] * 0), b = bfloat(1); x[i] += float(a + b - a)", func(i int) float32 { return float32(i) }},
+		{"const bfloat2 a = bfloat2(256 + x[i] * 0), b = bfloat2(1); x[i] += float((a + b - a).y)", func(i int) float32 { return float32(i) }},
+	}
+	bodies := make([]string, len(cases))
+	for j, c := range cases {
+		bodies[j] = c.body
+	}
+	runBodies(t, dev, "#include <metal_stdlib>\nusing namespace metal;\n", "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]",
+		bodies, 1, func(j, i int) float32 { return cases[j].want(i) })
+}
+
 // Float to bfloat conversions round to nearest even and keep NaNs, also
 // where clang lowers them to a call of __truncsfbf2 (x86-64 without
 // AVX512-BF16, forced here) and the system's libgcc lacks it (before GCC
