@@ -69,3 +69,29 @@ kernel void k0(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]
 	wantExecError(t, runCase(t, dev, lib, 0, 32, arg{buf: iotaBuf(t, dev, 32)}),
 		"kernel k0: simd_shuffle_and_fill_up: modulo 3 is not a power of two from 2 to 32 at k.metal:4")
 }
+
+// Matrices take the specification's operators: a vector times a matrix (a
+// row: component c is dot(v, m[c])) and a matrix times a matrix, which
+// failed to build, a scalar on either side, +, -, negation, the compound
+// assignments and transpose, square or not. Each kernel writes its value
+// at x[i] for x[i] = i.
+func TestMatrixOperators(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	cases := []struct {
+		body string
+		want func(i int) float32
+	}{
+		{"const float2x2 m = float2x2(float2(1, 2), float2(3, 4)); const float2 r = m * float2(x[i], 1) * 2; x[i] = r.x * 100 + r.y", func(i int) float32 { return float32(200*i + 600 + 4*i + 8) }},
+		{"const float2x2 m = float2x2(float2(1, 2), float2(3, 4)); const float2 r = float2(x[i], 1) * m; x[i] = r.x * 100 + r.y", func(i int) float32 { return float32(103*i + 204) }},
+		{"const float2x2 m = float2x2(float2(1, 2), float2(3, 4)); const float2x2 n = m * m, t = transpose(m); x[i] += n[1][0] * 1000 + t[0][1] * 100 + (2 * m - m)[1][1] * 10 + (-m)[0][0]", func(i int) float32 { return float32(i + 15339) }},
+		{"const float3x2 z = float3x2(float2(1), float2(2), float2(x[i])); const float2x3 w = float2x3(float3(1), float3(2)); const float2x2 p = z * w; const float2x3 tz = transpose(z); x[i] = p[1][1] * 10 + tz[1][2]", func(i int) float32 { return float32(60 + 21*i) }},
+		{"float2x2 m = float2x2(float2(x[i], 1), float2(2, 3)); m += m; m *= 0.5f; m -= float2x2(float2(1), float2(1)); x[i] = m[0][0] * 10 + m[1][1]", func(i int) float32 { return float32(10*i - 8) }},
+		{"const half2x2 h = half2x2(half2(1, 2), half2(3, 4)); const half2 r = half2(half(x[i]), 1) * h; x[i] = float(r.y)", func(i int) float32 { return float32(3*i + 4) }},
+	}
+	bodies := make([]string, len(cases))
+	for j, c := range cases {
+		bodies[j] = c.body
+	}
+	runBodies(t, dev, "#include <metal_stdlib>\nusing namespace metal;\n", "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]",
+		bodies, 1, func(j, i int) float32 { return cases[j].want(i) })
+}
