@@ -95,3 +95,42 @@ func TestMatrixOperators(t *testing.T) {
 	runBodies(t, dev, "#include <metal_stdlib>\nusing namespace metal;\n", "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]",
 		bodies, 1, func(j, i int) float32 { return cases[j].want(i) })
 }
+
+// A template's type parameter standing for a vector converts by value in
+// its functional cast, C-style cast and static_cast (`T(v)`, `(T)v`,
+// `static_cast<T>(v)`), as Metal's do, where clang's cast between vectors
+// of one size was a bit cast (1 became 1e-45) and one between sizes, or a
+// constructor of several arguments (`T(a, b)`), failed to build; a scalar
+// or a struct of that parameter is cast or constructed as written. Each
+// kernel writes its value at x[i] for x[i] = i.
+func TestTemplateParamConversions(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const head = `#include <metal_stdlib>
+using namespace metal;
+template <typename T4> T4 ctor(int4 v) { return T4(v); }
+template <typename T4, typename S> T4 cast(S v) { return (T4)v; }
+template <typename T4, typename S> T4 scast(S v) { return static_cast<T4>(v); }
+template <typename T4> T4 make4(float a) { return T4(a, a, 0, 1); }
+template <typename T2> T2 make2(float a, int b) { const T2 r = T2(a, b); return r; }
+struct P { int a; P(int4 v) : a(v.x + 1) {} };
+template <typename T> struct Box { T v; T get(int4 w) const { return v + T(w); } };
+`
+	cases := []struct {
+		body string
+		want func(i int) float32
+	}{
+		{"x[i] = ctor<float4>(int4(int(x[i]))).x", func(i int) float32 { return float32(i) }},
+		{"x[i] = cast<float4>(int4(int(x[i]))).y + cast<int2>(float2(x[i] + 0.5f)).x * 100", func(i int) float32 { return float32(101 * i) }},
+		{"x[i] = scast<float4>(int4(int(x[i]))).z", func(i int) float32 { return float32(i) }},
+		{"x[i] = float(cast<half4>(float4(x[i])).w) + float(scast<half2>(uint2(3)).x) * 100", func(i int) float32 { return float32(i + 300) }},
+		{"x[i] = make4<float4>(x[i]).y + make2<float2>(1, int(x[i])).y * 100", func(i int) float32 { return float32(101 * i) }},
+		{"x[i] = cast<float>(int(x[i])) + scast<int>(x[i] + 0.5f) * 100 + ctor<P>(int4(int(x[i]))).a * 10000", func(i int) float32 { return float32(10101*i + 10000) }},
+		{"const Box<float4> b = {float4(1)}; x[i] = b.get(int4(int(x[i]))).x", func(i int) float32 { return float32(i + 1) }},
+	}
+	bodies := make([]string, len(cases))
+	for j, c := range cases {
+		bodies[j] = c.body
+	}
+	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]",
+		bodies, 1, func(j, i int) float32 { return cases[j].want(i) })
+}

@@ -114,11 +114,12 @@ type rewriter struct {
 	threadPtr map[string]bool // the thread pointers the function being walked declares (threadSpace)
 	kkeys     []string        // each body's kernel as its body names it (f, f<T, N>); "" if it cannot
 	knames    map[string]bool
-	tmplNames map[string]bool // the names the unit declares templates of (templateNames)
-	tgArrays  []tgArray       // the threadgroup arrays functions declare (tgArgs)
-	inits     [][2]int        // program-scope initialisers, '=' to ';' (cmpValues)
-	spaced    []spacedName    // the references and threadgroup variables declared in an address space (addrArgs)
-	swizzles  map[string]bool // the swizzle names constSwizzle read, which swizzleReaders defines readers of
+	tmplNames map[string]bool     // the names the unit declares templates of (templateNames)
+	tgArrays  []tgArray           // the threadgroup arrays functions declare (tgArgs)
+	inits     [][2]int            // program-scope initialisers, '=' to ';' (cmpValues)
+	spaced    []spacedName        // the references and threadgroup variables declared in an address space (addrArgs)
+	swizzles  map[string]bool     // the swizzle names constSwizzle read, which swizzleReaders defines readers of
+	tparams   map[string][][2]int // each template type parameter's name: the tokens of the declarations it is declared for (typeParams)
 	nTramp    int
 	nSite     int
 }
@@ -165,6 +166,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 		templates: map[string]*kdef{}, derived: map[string]bool{}, vecNames: baseVecNames()}
 	r.findAttrs()
 	r.tmplNames = templateNames(toks)
+	r.typeParams()
 	if r.err == nil {
 		r.walk()
 	}
@@ -596,6 +598,8 @@ func (r *rewriter) walk() {
 		default:
 			if r.vecNames[t.text] && r.text(i+1) == "(" {
 				r.vecCtor(i, i)
+			} else if r.text(i+1) == "(" && r.tparam(i) {
+				r.paramCtor(i)
 			} else if r.vecNames[t.text] && r.tok(i+1).kind == tIdent && r.text(i+2) == "(" && r.inFunction() && r.parens == 0 {
 				r.vecDirectInit(i)
 			}
@@ -1294,13 +1298,16 @@ func (r *rewriter) vecStaticCast(i int) int {
 	if k < 0 || r.text(k+1) != "(" {
 		return i
 	}
+	make := "make"
 	switch {
 	case k == i+3 && r.vecNames[r.text(i+2)]:
 	case r.text(i+2) == "vec" && r.text(i+3) == "<" && r.match(i+3) == k-1:
+	case k == i+3 && r.tparam(i+2):
+		make = "tstatic"
 	default:
 		return i
 	}
-	r.replace(i, k, "::metal::__emu::make<"+r.vecType(i+2, k-1)+" >")
+	r.replace(i, k, "::metal::__emu::"+make+"<"+r.vecType(i+2, k-1)+" >")
 	r.cmpArgs(k + 1)
 	return k
 }
@@ -1332,6 +1339,96 @@ func (r *rewriter) qualifiedStart(i int) int {
 	return i
 }
 
+// typeParams notes the names of the type parameters of each template
+// (`template <typename T, class U = float>`) with the tokens of the
+// declaration they are declared for, to its body's end or its ';'.
+func (r *rewriter) typeParams() {
+	r.tparams = map[string][][2]int{}
+	for i := 0; i+1 < len(r.toks); i++ {
+		if r.text(i) != "template" || r.text(i+1) != "<" {
+			continue
+		}
+		close := r.match(i + 1)
+		if close < 0 {
+			continue
+		}
+		end := -1
+		for j, depth := close+1, 0; j < len(r.toks) && end < 0; j++ {
+			switch r.text(j) {
+			case "(", "[":
+				depth++
+			case ")", "]":
+				depth--
+			case "{":
+				if depth == 0 {
+					end = r.match(j)
+				}
+			case ";":
+				if depth == 0 {
+					end = j
+				}
+			}
+		}
+		if end < 0 {
+			continue
+		}
+		for j, first := i+2, true; j < close; j++ {
+			switch t := r.text(j); {
+			case t == ",":
+				first = true
+				continue
+			case t == "<" || t == "(" || t == "[":
+				if m := r.match(j); m > 0 {
+					j = m
+				}
+			case first && (t == "typename" || t == "class") && r.tok(j+1).kind == tIdent:
+				r.tparams[r.text(j+1)] = append(r.tparams[r.text(j+1)], [2]int{close, end})
+			}
+			first = false
+		}
+	}
+}
+
+// tparam reports whether the name at token i is a template type parameter
+// of a declaration that token i lies in, as written (not after `.`, `->`,
+// `::` or `typename`).
+func (r *rewriter) tparam(i int) bool {
+	if r.tok(i).kind != tIdent {
+		return false
+	}
+	switch r.text(i - 1) {
+	case ".", "->", "::", "typename", "class", "struct", "operator":
+		return false
+	}
+	for _, s := range r.tparams[r.text(i)] {
+		if s[0] < i && i < s[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// paramCtor rewrites `T(a, b)` at i, a template type parameter's
+// functional cast or construction, into metal::__emu::tmake<T>(a, b),
+// which converts a vector by value, as Metal's constructors do, where
+// clang's functional cast between vectors of one size is a bit cast; any
+// other type is constructed as written. A declarator (`T (*f)(int)`) and
+// `T()` stay.
+func (r *rewriter) paramCtor(i int) {
+	m := r.match(i + 1)
+	if m < 0 || m == i+2 {
+		return
+	}
+	if p := r.tok(i - 1); p.kind == tIdent && p.text != "return" && p.text != "case" || p.text == ">" || p.text == "]" {
+		return // a declaration's type, or a name after a type
+	}
+	if t := r.text(i + 2); (t == "*" || t == "&" || t == "&&") && (r.text(m+1) == "(" || r.text(m+1) == "[") {
+		return
+	}
+	r.replace(i, i, "::metal::__emu::tmake<"+r.text(i)+" >")
+	r.cmpArgs(i + 1)
+}
+
 // vecDirectInit rewrites the declaration `float4 v(a, b, c, d);` in a
 // function body into `float4 v = make<float4>(a, b, c, d);`. A parameter
 // list (a local function declaration) starts with a type and is left alone.
@@ -1355,9 +1452,13 @@ func (r *rewriter) vecDirectInit(i int) {
 func (r *rewriter) vcast(i int) int {
 	j := i + 1
 	end := -1
+	cast := "vcast"
 	switch {
 	case r.vecNames[r.text(j)] && r.text(j+1) == ")":
 		end = j
+	case r.tparam(j) && r.text(j+1) == ")":
+		end = j
+		cast = "tcast"
 	case r.text(j) == "vec" && r.text(j+1) == "<":
 		if k := r.match(j + 1); k > 0 && r.text(k+1) == ")" {
 			end = k
@@ -1374,7 +1475,7 @@ func (r *rewriter) vcast(i int) int {
 	if !(next.kind == tIdent || next.kind == tNumber || strings.Contains("(-+!~*", next.text) && next.text != "") {
 		return -1
 	}
-	r.replace(i, end+1, "::metal::__emu::vcast<"+r.vecType(j, end)+" >() * ")
+	r.replace(i, end+1, "::metal::__emu::"+cast+"<"+r.vecType(j, end)+" >() * ")
 	if next.text == "(" && !r.inFunction() { // cmpValues wraps those in a function body
 		if m := r.match(end + 2); m > 0 && r.comparison(end+3, m, false) {
 			r.insertAfter(end+1, "::metal::__emu::cmp_value")
