@@ -101,8 +101,10 @@ func TestMatrixOperators(t *testing.T) {
 // `static_cast<T>(v)`), as Metal's do, where clang's cast between vectors
 // of one size was a bit cast (1 became 1e-45) and one between sizes, or a
 // constructor of several arguments (`T(a, b)`), failed to build; a scalar
-// or a struct of that parameter is cast or constructed as written. Each
-// kernel writes its value at x[i] for x[i] = i.
+// or a struct of that parameter is cast or constructed as written. So do
+// a dependent type's (`typename T::v4(v)`), a decltype's and a vector
+// alias's qualified by its class (`S4::f4(v)`). Each kernel writes its
+// value at x[i] for x[i] = i.
 func TestTemplateParamConversions(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	const head = `#include <metal_stdlib>
@@ -114,6 +116,9 @@ template <typename T4> T4 make4(float a) { return T4(a, a, 0, 1); }
 template <typename T2> T2 make2(float a, int b) { const T2 r = T2(a, b); return r; }
 struct P { int a; P(int4 v) : a(v.x + 1) {} };
 template <typename T> struct Box { T v; T get(int4 w) const { return v + T(w); } };
+struct S4 { typedef float4 f4; };
+struct Tr { using v4 = float4; };
+template <typename T> typename T::v4 dep(int4 v) { return typename T::v4(v) + (typename T::v4)v; }
 `
 	cases := []struct {
 		body string
@@ -126,6 +131,7 @@ template <typename T> struct Box { T v; T get(int4 w) const { return v + T(w); }
 		{"x[i] = make4<float4>(x[i]).y + make2<float2>(1, int(x[i])).y * 100", func(i int) float32 { return float32(101 * i) }},
 		{"x[i] = cast<float>(int(x[i])) + scast<int>(x[i] + 0.5f) * 100 + ctor<P>(int4(int(x[i]))).a * 10000", func(i int) float32 { return float32(10101*i + 10000) }},
 		{"const Box<float4> b = {float4(1)}; x[i] = b.get(int4(int(x[i]))).x", func(i int) float32 { return float32(i + 1) }},
+		{"const int4 a = int4(int(x[i])); x[i] = S4::f4(a).x + ((S4::f4)a).y * 10 + dep<Tr>(a).z * 100 + decltype(float4())(a).w * 1000 + ((decltype(float4()))a).x * 10000", func(i int) float32 { return float32(i + 10*i + 200*i + 1000*i + 10000*i) }},
 	}
 	bodies := make([]string, len(cases))
 	for j, c := range cases {

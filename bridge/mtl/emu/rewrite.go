@@ -585,6 +585,10 @@ func (r *rewriter) walk() {
 			i = r.vecStaticCast(i)
 		case "typedef", "using":
 			r.alias(i)
+		case "typename", "decltype":
+			if end := r.typeName(i); end > 0 && r.text(end+1) == "(" {
+				r.typeCall(i, end)
+			}
 		case "vec":
 			if r.text(i+1) == "<" {
 				if k := r.match(i + 1); k > 0 && r.text(k+1) == "(" {
@@ -599,7 +603,9 @@ func (r *rewriter) walk() {
 			if r.vecNames[t.text] && r.text(i+1) == "(" {
 				r.vecCtor(i, i)
 			} else if r.text(i+1) == "(" && r.tparam(i) {
-				r.paramCtor(i)
+				r.typeCall(i, i)
+			} else if end := r.typeName(i); end > 0 && r.text(end+1) == "(" {
+				r.typeCall(i, end) // S::f4(v)
 			} else if r.vecNames[t.text] && r.tok(i+1).kind == tIdent && r.text(i+2) == "(" && r.inFunction() && r.parens == 0 {
 				r.vecDirectInit(i)
 			}
@@ -1408,25 +1414,79 @@ func (r *rewriter) tparam(i int) bool {
 	return false
 }
 
-// paramCtor rewrites `T(a, b)` at i, a template type parameter's
-// functional cast or construction, into metal::__emu::tmake<T>(a, b),
-// which converts a vector by value, as Metal's constructors do, where
-// clang's functional cast between vectors of one size is a bit cast; any
-// other type is constructed as written. A declarator (`T (*f)(int)`) and
-// `T()` stay.
-func (r *rewriter) paramCtor(i int) {
-	m := r.match(i + 1)
-	if m < 0 || m == i+2 {
+// typeCall rewrites the functional cast or construction `X(a, b)` whose
+// type X, tokens start to end, the rewriter cannot tell a vector from (a
+// template's type parameter, `typename T::v4`, `decltype(e)`, `S::f4` of
+// a vector alias f4) into metal::__emu::tmake<X>(a, b), which converts a
+// vector by value, as Metal's constructors do, where clang's functional
+// cast between vectors of one size is a bit cast; any other type is
+// constructed as written. A declarator (`T (*f)(int)`) and `X()` stay.
+func (r *rewriter) typeCall(start, end int) {
+	m := r.match(end + 1)
+	if m < 0 || m == end+2 {
 		return
 	}
-	if p := r.tok(i - 1); p.kind == tIdent && p.text != "return" && p.text != "case" || p.text == ">" || p.text == "]" {
-		return // a declaration's type, or a name after a type
+	switch p := r.tok(start - 1); {
+	case p.kind == tIdent && p.text != "return" && p.text != "case", p.text == ">", p.text == "]", p.text == "::", p.text == ".", p.text == "->":
+		return // a declaration's type, a name after a type, a member
 	}
-	if t := r.text(i + 2); (t == "*" || t == "&" || t == "&&") && (r.text(m+1) == "(" || r.text(m+1) == "[") {
+	if t := r.text(end + 2); (t == "*" || t == "&" || t == "&&") && (r.text(m+1) == "(" || r.text(m+1) == "[") {
 		return
 	}
-	r.replace(i, i, "::metal::__emu::tmake<"+r.text(i)+" >")
-	r.cmpArgs(i + 1)
+	r.edits = append(r.edits, edit{r.toks[start].pos, r.toks[start].pos, "::metal::__emu::tmake<"})
+	r.insertAfter(end, " >")
+	r.cmpArgs(end + 1)
+}
+
+// typeName reads, from token i, a type whose name does not say whether it
+// is a vector: `typename` and a qualified name (`typename T::v4`),
+// `decltype(e)`, or a qualified name ending in a vector alias (`S::f4`,
+// `Tr<T>::f4`; not `metal::float4`, which vecCtor takes). It returns the
+// type's last token, or -1.
+func (r *rewriter) typeName(i int) int {
+	switch r.text(i) {
+	case "decltype":
+		if r.text(i+1) == "(" {
+			return r.match(i + 1)
+		}
+		return -1
+	case "typename":
+		if r.text(i-1) == "<" || r.text(i-1) == "," && r.enclosing(i) < 0 {
+			return -1 // a template's parameter
+		}
+		i++
+	default:
+		if r.tok(i).kind != tIdent || r.text(i) == "metal" || r.text(i-1) == "::" ||
+			r.text(i+1) != "::" && (r.text(i+1) != "<" || !r.maybeTemplate(i)) {
+			return -1
+		}
+	}
+	last, scoped := -1, false
+	for j := i; ; {
+		if r.tok(j).kind != tIdent || r.text(j) == "template" {
+			return -1
+		}
+		last = j
+		if r.text(j+1) == "<" {
+			m := r.match(j + 1)
+			if m < 0 {
+				return -1
+			}
+			last = m
+		}
+		if r.text(last+1) != "::" {
+			break
+		}
+		scoped = true
+		j = last + 2
+	}
+	if r.text(i-1) == "typename" {
+		return last
+	}
+	if !scoped || r.tok(last).kind != tIdent || !r.vecNames[r.text(last)] {
+		return -1
+	}
+	return last
 }
 
 // vecDirectInit rewrites the declaration `float4 v(a, b, c, d);` in a
@@ -1452,13 +1512,17 @@ func (r *rewriter) vecDirectInit(i int) {
 func (r *rewriter) vcast(i int) int {
 	j := i + 1
 	end := -1
-	cast := "vcast"
+	cast, split := "vcast", false
 	switch {
 	case r.vecNames[r.text(j)] && r.text(j+1) == ")":
 		end = j
 	case r.tparam(j) && r.text(j+1) == ")":
 		end = j
 		cast = "tcast"
+	case r.typeName(j) > 0 && r.text(r.typeName(j)+1) == ")":
+		end = r.typeName(j)
+		cast = "tcast"
+		split = true
 	case r.text(j) == "vec" && r.text(j+1) == "<":
 		if k := r.match(j + 1); k > 0 && r.text(k+1) == ")" {
 			end = k
@@ -1475,7 +1539,13 @@ func (r *rewriter) vcast(i int) int {
 	if !(next.kind == tIdent || next.kind == tNumber || strings.Contains("(-+!~*", next.text) && next.text != "") {
 		return -1
 	}
-	r.replace(i, end+1, "::metal::__emu::"+cast+"<"+r.vecType(j, end)+" >() * ")
+	if split {
+		// Parts of the type may take edits of their own (`decltype(...)`).
+		r.replace(i, i, "::metal::__emu::"+cast+"<")
+		r.replace(end+1, end+1, " >() * ")
+	} else {
+		r.replace(i, end+1, "::metal::__emu::"+cast+"<"+r.vecType(j, end)+" >() * ")
+	}
 	if next.text == "(" && !r.inFunction() { // cmpValues wraps those in a function body
 		if m := r.match(end + 2); m > 0 && r.comparison(end+3, m, false) {
 			r.insertAfter(end+1, "::metal::__emu::cmp_value")
