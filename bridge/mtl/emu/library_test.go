@@ -102,8 +102,9 @@ func TestMatrixOperators(t *testing.T) {
 // of one size was a bit cast (1 became 1e-45) and one between sizes, or a
 // constructor of several arguments (`T(a, b)`), failed to build; a scalar
 // or a struct of that parameter is cast or constructed as written. So do
-// a dependent type's (`typename T::v4(v)`), a decltype's and a vector
-// alias's qualified by its class (`S4::f4(v)`). Each kernel writes its
+// a dependent type's (`typename T::v4(v)`), a decltype's, a vector
+// alias's qualified by its class (`S4::f4(v)`) and an alias's of any of
+// these (`using V = T; V(v)`). Each kernel writes its
 // value at x[i] for x[i] = i.
 func TestTemplateParamConversions(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
@@ -119,6 +120,7 @@ template <typename T> struct Box { T v; T get(int4 w) const { return v + T(w); }
 struct S4 { typedef float4 f4; };
 struct Tr { using v4 = float4; };
 template <typename T> typename T::v4 dep(int4 v) { return typename T::v4(v) + (typename T::v4)v; }
+template <typename T4> T4 named(int4 v) { using V = T4; typedef T4 W; using D = decltype(T4()); return V(v) + (W)v + static_cast<V>(v) + D(v); }
 `
 	cases := []struct {
 		body string
@@ -131,6 +133,7 @@ template <typename T> typename T::v4 dep(int4 v) { return typename T::v4(v) + (t
 		{"x[i] = make4<float4>(x[i]).y + make2<float2>(1, int(x[i])).y * 100", func(i int) float32 { return float32(101 * i) }},
 		{"x[i] = cast<float>(int(x[i])) + scast<int>(x[i] + 0.5f) * 100 + ctor<P>(int4(int(x[i]))).a * 10000", func(i int) float32 { return float32(10101*i + 10000) }},
 		{"const Box<float4> b = {float4(1)}; x[i] = b.get(int4(int(x[i]))).x", func(i int) float32 { return float32(i + 1) }},
+		{"x[i] = named<float4>(int4(int(x[i]))).x", func(i int) float32 { return float32(4 * i) }},
 		{"const int4 a = int4(int(x[i])); x[i] = S4::f4(a).x + ((S4::f4)a).y * 10 + dep<Tr>(a).z * 100 + decltype(float4())(a).w * 1000 + ((decltype(float4()))a).x * 10000", func(i int) float32 { return float32(i + 10*i + 200*i + 1000*i + 10000*i) }},
 	}
 	bodies := make([]string, len(cases))

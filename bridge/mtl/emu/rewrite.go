@@ -1396,8 +1396,8 @@ func (r *rewriter) typeParams() {
 }
 
 // tparam reports whether the name at token i is a template type parameter
-// of a declaration that token i lies in, as written (not after `.`, `->`,
-// `::` or `typename`).
+// of a declaration that token i lies in, or an alias of such a type in its
+// scope (alias), as written (not after `.`, `->`, `::` or `typename`).
 func (r *rewriter) tparam(i int) bool {
 	if r.tok(i).kind != tIdent {
 		return false
@@ -1483,7 +1483,7 @@ func (r *rewriter) typeName(i int) int {
 	if r.text(i-1) == "typename" {
 		return last
 	}
-	if !scoped || r.tok(last).kind != tIdent || !r.vecNames[r.text(last)] {
+	if !scoped || r.tok(last).kind != tIdent || !r.vecNames[r.text(last)] && len(r.tparams[r.text(last)]) == 0 {
 		return -1
 	}
 	return last
@@ -1583,7 +1583,12 @@ func (r *rewriter) floatLiteral(i int) {
 func (r *rewriter) alias(i int) {
 	end := i
 	for end < len(r.toks) && r.toks[end].text != ";" {
-		if t := r.toks[end].text; t == "{" || t == "(" && r.text(end-1) != "decltype" {
+		if t := r.toks[end].text; t == "decltype" && r.text(end+1) == "(" {
+			if m := r.match(end + 1); m > 0 {
+				end = m + 1
+				continue
+			}
+		} else if t == "{" || t == "(" {
 			return
 		}
 		end++
@@ -1611,6 +1616,22 @@ func (r *rewriter) alias(i int) {
 			r.vecNames[name] = true
 			return
 		}
+	}
+	// An alias of a type that may be a vector (a template's type
+	// parameter, `typename T::v4`, a decltype) may be one too, in the
+	// scope it is declared in (tparam).
+	first := i + 1
+	if r.text(i) == "using" {
+		first = i + 3
+	}
+	if len(typ) > 0 && (typ[0].text == "typename" || typ[0].text == "decltype" || len(typ) == 1 && r.tparam(first)) {
+		scope := len(r.toks)
+		if open := r.enclosing(i); open >= 0 && r.text(open) == "{" {
+			if m := r.match(open); m > 0 {
+				scope = m
+			}
+		}
+		r.tparams[name] = append(r.tparams[name], [2]int{end, scope})
 	}
 }
 
