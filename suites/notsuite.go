@@ -93,7 +93,7 @@ func NotAModel(path string) error {
 	case k == readfile.Unknown && isCheckpoint(filepath.Dir(path)):
 		// config.json or tokenizer.json given for the folder that holds it.
 		what, hint = "a file of a checkpoint folder", weightsHint(path)
-	case k == readfile.Unknown && isSuite(path):
+	case k == readfile.Unknown && IsSuite(path):
 		what, hint = "a suite", fmt.Sprintf("run it with `mtlbench run %s`", q)
 	default:
 		return readfile.NotA(fmt.Sprintf("model %q is a file but not a GGUF file (it does not open with GGUF's magic): give a checkpoint folder (config.json and safetensors) or a GGUF file", path))
@@ -111,9 +111,10 @@ func ShippedSuiteHint(name string) string {
 	return fmt.Sprintf("%s is a built-in suite: run it with `mtlbench run %s`", name, shquote.Quote(base))
 }
 
-// isSuite says whether the file at path is a suite: named as suites are
-// (.yaml, .yml), or one that parses.
-func isSuite(path string) bool {
+// IsSuite says whether the file at path is a suite: named as suites are
+// (.yaml, .yml), or one that parses. A reader of another kind of file
+// (a model, a tokenizer) asks it to name a suite given by mistake.
+func IsSuite(path string) bool {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".yaml", ".yml":
 		return true

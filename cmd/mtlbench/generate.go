@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/engine"
@@ -188,7 +190,7 @@ func generateCommand() *cli.Command {
 		Flags: append(modelFlags(),
 			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated (or --prompt)"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text, encoded by the checkpoint's tokenizer.json or tekken.json (or --tokenizer's); the output is then decoded too"},
-			&cli.StringFlag{Name: "tokenizer", TakesFile: true, Usage: "a tokenizer.json or tekken.json, a folder holding one, or a .gguf file carrying one (a checkpoint folder's tokenizer.json, else its tekken.json, or a .gguf file's own is used otherwise)"},
+			&cli.StringFlag{Name: "tokenizer", TakesFile: true, Usage: tokenizer.Accepted + " (a checkpoint folder's tokenizer.json, else its tekken.json, or a .gguf file's own is used otherwise)"},
 			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate, at most: generation stops at the checkpoint's end-of-sequence token (its generation_config.json's or config.json's eos_token_id, else its own tekken.json's </s>; a GGUF file's end-of-generation tokens as llama.cpp reads them: its eos, eot and eom ids and the tokens that end a turn, such as <|im_end|>), kept as the last"},
 			&cli.BoolFlag{Name: "ignore-eos", Usage: "generate all --max-new-tokens, past an end-of-sequence token (as benchmarks do)"},
 			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S], as a suite's sampling (temperature:0 is greedy)"},
@@ -496,12 +498,16 @@ func tokenizerBeside(model string) bool {
 func openTokenizer(c *cli.Context) (*tokenizer.Tokenizer, error) {
 	if p := c.String("tokenizer"); p != "" {
 		t, err := tokenizer.Load(p)
-		if err != nil {
+		switch {
+		case errors.Is(err, readfile.ErrNotAFile), errors.Is(err, tokenizer.ErrNoTokenizer):
+			// A file of another kind says what the option takes instead.
+			return nil, fmt.Errorf("--tokenizer: %w; --tokenizer takes %s", err, tokenizer.Accepted)
+		case err != nil:
 			return nil, fmt.Errorf("--tokenizer: %w", err)
 		}
 		return t, nil
 	}
-	const hint = "give --tokenizer PATH (a tokenizer.json or tekken.json, a folder with one, or a .gguf file) or --tokens"
+	const hint = "give --tokenizer PATH (" + tokenizer.Accepted + ") or --tokens"
 	m := c.String("model")
 	st, err := os.Stat(m)
 	switch {

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mtlbench/mtlbench/internal/readfile"
 	"math"
 	"os"
 	"path/filepath"
@@ -25,8 +24,10 @@ import (
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Tokenizer encodes and decodes text for one checkpoint.
@@ -128,21 +129,34 @@ func FileIn(dir string) string {
 	return ""
 }
 
+// Accepted says what Load reads, for the errors and help of every option
+// that names a tokenizer (generate --tokenizer).
+const Accepted = "a tokenizer.json or tekken.json, a folder holding one, or a .gguf file carrying one"
+
 // Load reads a checkpoint folder's tokenizer (FileIn), or the file itself
 // when path is one: a tokenizer.json, a tekken.json (a file whose name
 // holds "tekken" and ends in .json, as mistral-common tells them, or one
-// shaped as one), or a GGUF file's tokenizer (FromGGUF).
+// shaped as one), or a GGUF file's tokenizer (FromGGUF). A file of another
+// kind (the results database, a model's weights, a suite) or an empty one
+// is named for what it is, an input error (readfile.ErrNotAFile), not
+// reported as JSON that does not parse.
 func Load(path string) (*Tokenizer, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		p := FileIn(path)
 		if p == "" {
-			return nil, fmt.Errorf("%s: %w (the checkpoint ships no tokenizer.json or tekken.json; give token ids instead)", path, ErrNoTokenizer)
+			return nil, fmt.Errorf("%s: %w (the folder holds no tokenizer.json or tekken.json)", path, ErrNoTokenizer)
 		}
 		path = p
 	}
 	// A FIFO or device would block the reads below.
 	if err := mapfile.CheckRegular(path); err != nil {
 		return nil, err
+	}
+	// Told by its first bytes before it is read: a model's weights are
+	// past a tokenizer's bound.
+	switch k := readfile.KindOf(readfile.Head(path)); k {
+	case readfile.SQLite, readfile.Safetensors:
+		return nil, notATokenizer(path, k.String())
 	}
 	if isGGUF(path) || strings.EqualFold(filepath.Ext(path), ".gguf") {
 		f, err := gguf.Open(path)
@@ -151,6 +165,9 @@ func Load(path string) (*Tokenizer, error) {
 		}
 		defer f.Close()
 		t, err := FromGGUF(f)
+		if errors.Is(err, ErrNoTokenizer) {
+			return nil, fmt.Errorf("%s (a GGUF model file): %w", path, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -160,15 +177,34 @@ func Load(path string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, notATokenizer(path, "an empty file")
+	}
 	parse := Parse
 	if isTekkenName(path) {
 		parse = ParseTekken
 	}
 	t, err := parse(data)
 	if err != nil {
+		// Asked only of a file that failed: a suite is YAML, which a
+		// large tokenizer.json is too.
+		if suites.IsSuite(path) {
+			return nil, notATokenizer(path, "a suite")
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+// notATokenizer says that the file at path is what (a kind of file, "an
+// SQLite database"), not a tokenizer, naming its folder's tokenizer where
+// it has one (the weights beside it, say).
+func notATokenizer(path, what string) error {
+	msg := fmt.Sprintf("%s: %s, not a tokenizer", path, what)
+	if p := FileIn(filepath.Dir(path)); p != "" && p != path {
+		msg += fmt.Sprintf(" (the tokenizer beside it is %s)", p)
+	}
+	return readfile.NotA(msg)
 }
 
 // isTekkenName says whether a file's name is a tekken.json's, by

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// badInputs writes one file of each kind a user may name by mistake where
+// another is wanted: a results database, a suite, an empty file, a folder
+// of neither, and copies of a safetensors file and of a GGUF file that
+// carries no tokenizer.
+func badInputs(t *testing.T) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	p := map[string]string{
+		"db":     filepath.Join(dir, "results.db"),
+		"suite":  filepath.Join(dir, "mine.yaml"),
+		"empty":  filepath.Join(dir, "empty"),
+		"folder": filepath.Join(dir, "folder"),
+		"st":     filepath.Join(dir, "model.safetensors"),
+		"gguf":   filepath.Join(dir, "notok.gguf"),
+		"none":   filepath.Join(dir, "nope.json"),
+	}
+	store, err := results.OpenToWrite(p["db"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	write := func(path string, data []byte) {
+		t.Helper()
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(p["suite"], []byte("name: s\nmodel: {preset: qwen3-moe-mini}\ncases:\n  - name: c\n"))
+	write(p["empty"], nil)
+	if err := os.Mkdir(p["folder"], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for key, from := range map[string]string{
+		"st":   filepath.Join("..", "..", "runner", "testdata", "hf", "qwen3", "model.safetensors"),
+		"gguf": filepath.Join("..", "..", "runner", "testdata", "gguf", "mixtral-f32.gguf"),
+	} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(p[key], data)
+	}
+	return p
+}
+
+// A file of another kind given to --tokenizer is named for what it is,
+// with what --tokenizer takes, an input error (exit 2): never as JSON that
+// does not parse.
+func TestTokenizerOfAnotherKind(t *testing.T) {
+	in := badInputs(t)
+	const takes = "; --tokenizer takes a tokenizer.json or tekken.json, a folder holding one, or a .gguf file carrying one"
+	for _, tc := range []struct {
+		name, file, want string
+	}{
+		{"suite", "suite", in["suite"] + ": a suite, not a tokenizer" + takes},
+		{"results database", "db", in["db"] + ": an SQLite database, not a tokenizer" + takes},
+		{"safetensors", "st", in["st"] + ": a safetensors weights file, not a tokenizer" + takes},
+		{"gguf without a tokenizer", "gguf", in["gguf"] + " (a GGUF model file): the file carries no tokenizer (no tokenizer.ggml.model)" + takes},
+		{"empty file", "empty", in["empty"] + ": an empty file, not a tokenizer" + takes},
+		{"folder without one", "folder", in["folder"] + ": no tokenizer (the folder holds no tokenizer.json or tekken.json)" + takes},
+		{"missing", "none", in["none"] + ": no such file or directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := mtl(t, "generate", "--model", "qwen3-moe-mini", "--layers", "1", "--backend", "cpu",
+				"--prompt", "hi", "--tokenizer", in[tc.file])
+			if err == nil || err.Error() != "--tokenizer: "+tc.want {
+				t.Fatalf("err = %v\nwant --tokenizer: %s", err, tc.want)
+			}
+			if code := exitCode(err); code != 2 {
+				t.Errorf("exit %d, want 2 (an input error)", code)
+			}
+		})
+	}
+}

@@ -1,0 +1,57 @@
+package tokenizer
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/internal/readfile"
+)
+
+// Load names a file of another kind for what it is, an input error, before
+// or instead of parsing it as JSON; a malformed tokenizer.json is still
+// one that does not parse.
+func TestLoadFileOfAnotherKind(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	header := `{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`
+	db := write("results.db", append([]byte("SQLite format 3\x00\x10\x00\x02\x02"), make([]byte, 64)...))
+	st := write("model.safetensors", append(binary.LittleEndian.AppendUint64(nil, uint64(len(header))), header+"\x00\x00\x80\x3f"...))
+	beside := write("ckpt/model.safetensors", append(binary.LittleEndian.AppendUint64(nil, uint64(len(header))), header+"\x00\x00\x80\x3f"...))
+	tok := write("ckpt/tokenizer.json", []byte(`{"model": `))
+	suite := write("mine.yaml", []byte("name: s\nmodel: {preset: p}\ncases:\n  - name: c\n"))
+	empty := write("empty.json", []byte("\n"))
+	for _, tc := range []struct {
+		name, path, want string
+		kind             bool // an input error: readfile.ErrNotAFile
+	}{
+		{"results database", db, db + ": an SQLite database, not a tokenizer", true},
+		{"safetensors", st, st + ": a safetensors weights file, not a tokenizer", true},
+		{"safetensors beside a tokenizer", beside, beside + ": a safetensors weights file, not a tokenizer (the tokenizer beside it is " + tok + ")", true},
+		{"suite", suite, suite + ": a suite, not a tokenizer", true},
+		{"empty", empty, empty + ": an empty file, not a tokenizer", true},
+		{"folder of none", dir, dir + ": no tokenizer (the folder holds no tokenizer.json or tekken.json)", false},
+		{"malformed tokenizer.json", tok, tok + ": not a tokenizer.json: not valid JSON at line 1, column 10: unexpected end of JSON input", false},
+	} {
+		_, err := Load(tc.path)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.name, err, tc.want)
+			continue
+		}
+		if errors.Is(err, readfile.ErrNotAFile) != tc.kind {
+			t.Errorf("%s: %v: an input error (readfile.ErrNotAFile) %v, want %v", tc.name, err, !tc.kind, tc.kind)
+		}
+	}
+}
