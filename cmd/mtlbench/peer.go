@@ -16,6 +16,7 @@ import (
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/peers"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -47,7 +48,7 @@ func peerCommand() *cli.Command {
 			Flags: []cli.Flag{dbFlag(),
 				&cli.StringFlag{Name: "from", Usage: "the file's format: " + strings.Join(peers.Formats, ", ") + " (default: recognised)"},
 				tagFlag("label for the peer runs (default: the tool's name)"),
-				&cli.StringFlag{Name: "model", Usage: "mtlbench model name to record (a preset), so cases read as mtlbench's do (default: the tool's own name for the model, which no mtlbench run records; mtlbench's peer-run JSON records its own)"},
+				&cli.StringFlag{Name: "model", Usage: "mtlbench model name to record (a preset, or the name of the checkpoint folder or .gguf file without .gguf that mtlbench's runs record), so cases read as mtlbench's do (default: the tool's own name for the model, which no mtlbench run records; mtlbench's peer-run JSON records its own)"},
 				&cli.IntFlag{Name: "batch", Usage: "batch the tool ran (vllm bench latency --batch-size)", DefaultText: "the file's, else vllm bench latency's 8"},
 				&cli.IntFlag{Name: "prompt-len", Usage: "prompt tokens (vllm bench latency --input-len)", DefaultText: "the file's, else vllm bench latency's 32"},
 				&cli.IntFlag{Name: "gen-len", Usage: "generated tokens (vllm bench latency --output-len)", DefaultText: "the file's, else vllm bench latency's 128"},
@@ -60,6 +61,13 @@ func peerCommand() *cli.Command {
 				}
 				if err := stdinOnce("peer import", c.Args().Slice()); err != nil {
 					return err
+				}
+				// A name no mtlbench run records would line up with none
+				// of their cases (model.CheckRecordedName).
+				if c.IsSet("model") {
+					if err := model.CheckRecordedName(c.String("model")); err != nil {
+						return fmt.Errorf("--model %w", err)
+					}
 				}
 				o := peers.Options{Model: c.String("model"), Batch: c.Int("batch"), PromptLen: c.Int("prompt-len"), GenLen: c.Int("gen-len")}
 				for _, f := range []struct {

@@ -900,3 +900,59 @@ func TestImportersNameEachOther(t *testing.T) {
 		t.Error("a refused import made a store")
 	}
 }
+
+// peer import --model takes a name mtlbench's runs record: a preset, or a
+// checkpoint's name as bench -m records it (its folder's, a GGUF file's
+// without .gguf). A near miss of a preset, a path, a file name or an empty
+// name is refused before any store is made, naming what to give; a name
+// that differs from a preset only in case, or is far from every preset,
+// is a checkpoint's and is recorded.
+func TestPeerImportModelName(t *testing.T) {
+	llama := filepath.Join("..", "..", "reports", "peers", "testdata", "llama-bench.json")
+	for _, tc := range []struct {
+		model, want string
+	}{
+		{"qwen3-moe-mini", ""},
+		{"Qwen3-30B-A3B", ""},
+		{"Meta-Llama-3-8B-Instruct", ""},
+		{"mixtral", ""}, // a checkpoint folder's name, not a typo of mixtral-8x7b
+		{"qwen3-30b-a3", `--model "qwen3-30b-a3" is no preset (did you mean "qwen3-30b-a3b"?); a checkpoint's runs record its folder's name, a GGUF file's its name without .gguf`},
+		{"tinylama-1.1b", `--model "tinylama-1.1b" is no preset (did you mean "tinyllama-1.1b"?)`},
+		{"Qwen/Qwen3-30B-A3B", `--model "Qwen/Qwen3-30B-A3B": a run records a checkpoint by its folder's name ("Qwen3-30B-A3B"), never a path or a repository id`},
+		{"qwen3-q4_k_m.gguf", `--model "qwen3-q4_k_m.gguf": a run records a GGUF file by its name without .gguf ("qwen3-q4_k_m")`},
+		{" ", `--model " ": an empty model name (give a preset: `},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "r.db")
+			_, _, err := mtl(t, "peer", "import", llama, "--db", db, "--model", tc.model)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				store, err := results.Open(db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer store.Close()
+				runs, err := store.Runs(results.RunFilter{})
+				if err != nil || len(runs) == 0 {
+					t.Fatalf("no run stored: %v", err)
+				}
+				cases, err := store.Cases(runs[0].ID)
+				if err != nil || len(cases) == 0 || cases[0].Params["model"] != tc.model {
+					t.Errorf("cases %v (%v), want model %q", cases, err, tc.model)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("err = %v\nwant it to begin %s", err, tc.want)
+			}
+			if code := exitCode(err); code != 2 {
+				t.Errorf("exit %d, want 2 (a usage error)", code)
+			}
+			if _, serr := os.Stat(db); serr == nil {
+				t.Errorf("a refused import made the store %s", db)
+			}
+		})
+	}
+}

@@ -22,18 +22,7 @@ func DidYouMean(word string, candidates []string) string {
 // is near enough to be a plausible typo of it.
 func Closest(word string, candidates []string) string {
 	w := strings.ToLower(word)
-	// Short words are within a couple of edits of almost anything, so the
-	// allowed distance scales with length.
-	limit := utf8.RuneCountInString(w) / 2
-	if limit > 3 {
-		limit = 3
-	}
-	best, bestD := "", limit+1
-	for _, c := range candidates {
-		if d := editDistance(w, strings.ToLower(c)); d < bestD {
-			best, bestD = c, d
-		}
-	}
+	best := Typo(word, candidates)
 	if best != "" || len(w) < 3 {
 		return best
 	}
@@ -45,6 +34,26 @@ func Closest(word string, candidates []string) string {
 				return ""
 			}
 			best = c
+		}
+	}
+	return best
+}
+
+// Typo is the candidate within a few edits of word, ignoring case, or ""
+// when none is: Closest without its abbreviations, for a name that may
+// also be a shortened one of its own (a checkpoint's, beside the presets).
+func Typo(word string, candidates []string) string {
+	w := strings.ToLower(word)
+	// Short words are within a couple of edits of almost anything, so the
+	// allowed distance scales with length.
+	limit := utf8.RuneCountInString(w) / 2
+	if limit > 3 {
+		limit = 3
+	}
+	best, bestD := "", limit+1
+	for _, c := range candidates {
+		if d := editDistance(w, strings.ToLower(c)); d < bestD {
+			best, bestD = c, d
 		}
 	}
 	return best
