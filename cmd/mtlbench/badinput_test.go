@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/results"
@@ -78,6 +79,52 @@ func TestTokenizerOfAnotherKind(t *testing.T) {
 			}
 			if code := exitCode(err); code != 2 {
 				t.Errorf("exit %d, want 2 (an input error)", code)
+			}
+		})
+	}
+}
+
+// suites validate says of each file what run says of it, and counts the
+// files by why they failed: one not there or of another kind is not an
+// invalid suite, and exits 2 as run does.
+func TestSuitesValidateOfBadInput(t *testing.T) {
+	in := badInputs(t)
+	invalid := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(invalid, []byte("name: s\ncases: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	for _, tc := range []struct {
+		name    string
+		files   []string
+		summary string
+		code    int
+	}{
+		{"missing", []string{missing}, "1 of 1 suite not found", 2},
+		{"folder", []string{in["folder"]}, "1 of 1 suite not a suite file", 2},
+		{"results database", []string{in["db"]}, "1 of 1 suite not a suite file", 2},
+		{"gguf", []string{in["gguf"]}, "1 of 1 suite not a suite file", 2},
+		{"empty", []string{in["empty"]}, "1 of 1 suite invalid", 1},
+		{"invalid", []string{invalid}, "1 of 1 suite invalid", 1},
+		{"mixed", []string{in["suite"], invalid, missing, in["db"]}, "3 of 4 suites failed: 1 invalid, 1 not found, 1 not a suite file", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, err := mtl(t, append([]string{"suites", "validate"}, tc.files...)...)
+			if err == nil || err.Error() != tc.summary {
+				t.Fatalf("err = %v, want %q", err, tc.summary)
+			}
+			if code := exitCode(err); code != tc.code {
+				t.Errorf("exit %d, want %d", code, tc.code)
+			}
+			// Each file's line is the error run gives for it.
+			for _, f := range tc.files {
+				if f == in["suite"] {
+					continue
+				}
+				_, _, rerr := mtl(t, "run", f, "--backend", "cpu", "--db", filepath.Join(t.TempDir(), "r.db"))
+				if rerr == nil || !strings.Contains(stderr, rerr.Error()+"\n") {
+					t.Errorf("run %s: %v\nnot among validate's lines:\n%s", f, rerr, stderr)
+				}
 			}
 		})
 	}

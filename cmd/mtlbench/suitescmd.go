@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/internal/plural"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/suites"
@@ -57,7 +60,7 @@ func suitesCommand() *cli.Command {
 					}
 					if len(bad) > 0 {
 						// exit 1, or 2 where a suite named is not there (exitCode)
-						return &exitError{code: 1, err: &summaryError{fmt.Sprintf("%d of %s invalid", len(bad), plural.Of(c.NArg(), "suite")), bad}}
+						return &exitError{code: 1, err: &summaryError{validateSummary(bad, c.NArg()), bad}}
 					}
 					return nil
 				},
@@ -134,4 +137,36 @@ func suitesTable(infos []suites.Info) *table.Table {
 		t.Data.Add(row)
 	}
 	return t
+}
+
+// validateSummary counts the suites of n that failed by why, as exitCode
+// tells them apart: a suite not there, or a file of another kind, is not
+// one that is invalid ("1 of 3 suites failed: 1 invalid, 1 not found").
+func validateSummary(bad []error, n int) string {
+	counts := []struct {
+		n    int
+		what string
+	}{{0, "invalid"}, {0, "not found"}, {0, "not a suite file"}}
+	for _, err := range bad {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			counts[1].n++
+		case errors.Is(err, readfile.ErrNotAFile):
+			counts[2].n++
+		default:
+			counts[0].n++
+		}
+	}
+	var parts, whats []string
+	for _, c := range counts {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+			whats = append(whats, c.what)
+		}
+	}
+	of := fmt.Sprintf("%d of %s", len(bad), plural.Of(n, "suite"))
+	if len(whats) == 1 {
+		return of + " " + whats[0]
+	}
+	return of + " failed: " + strings.Join(parts, ", ")
 }

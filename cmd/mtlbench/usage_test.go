@@ -172,9 +172,9 @@ func TestFlagGivenTwice(t *testing.T) {
 		{[]string{"runs", "--format", "csv", "--db", db, "--format", "json"},
 			"runs: --format given twice (--format csv, --format json)"},
 		{[]string{"suites", "validate", "ci", "--set", "prompt_len=16", "--set", "gen_len=4"}, ""},
-		{[]string{"suites", "validate", "--", "--set", "--set"}, "2 of 2 suites invalid"},
-		{[]string{"suites", "validate", "ci", "--", "--set"}, "1 of 2 suites invalid"},
-		{[]string{"suites", "validate", "no-such-suite"}, "1 of 1 suite invalid"},
+		{[]string{"suites", "validate", "--", "--set", "--set"}, "2 of 2 suites not found"},
+		{[]string{"suites", "validate", "ci", "--", "--set"}, "1 of 2 suites not found"},
+		{[]string{"suites", "validate", "no-such-suite"}, "1 of 1 suite not found"},
 	} {
 		_, _, err := mtl(t, tc.args...)
 		switch {
