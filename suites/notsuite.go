@@ -55,13 +55,25 @@ func dbHint(q string) string {
 // weightsHint is for a safetensors file, or another file of a checkpoint
 // folder, at path: the folder is what runs.
 func weightsHint(path string) string {
-	return "a checkpoint is the folder that holds it and its config.json: " + modelHint(shquote.Quote(filepath.Dir(path)))
+	dir := filepath.Dir(path)
+	if !isCheckpoint(dir) {
+		// No command would run the folder: say what it lacks.
+		return fmt.Sprintf("a checkpoint is the folder that holds it and its config.json, which %s lacks", dir)
+	}
+	return "a checkpoint is the folder that holds it and its config.json: " + modelHint(shquote.Quote(dir))
 }
 
 // notASuite is the error for a suite path that holds a file of kind k,
 // naming the commands that read it; nil for Unknown, which the YAML parser
 // judges. It is an input error, as a folder given for a suite is.
-func notASuite(path string, k readfile.Kind) error {
+func notASuite(path string, k readfile.Kind) error { return NotA(path, k, "a suite") }
+
+// NotA is the error for a file at path of kind k (its first bytes'
+// readfile.KindOf) given where what is wanted ("a suite", "an export
+// file"): the results database, a GGUF file or a safetensors file, named
+// with the commands that read it. It is nil for Unknown, which the
+// reader of what judges, and an input error (readfile.ErrNotAFile).
+func NotA(path string, k readfile.Kind, what string) error {
 	var hint string
 	switch k {
 	case readfile.SQLite:
@@ -74,7 +86,7 @@ func notASuite(path string, k readfile.Kind) error {
 	default:
 		return nil
 	}
-	return readfile.NotA(fmt.Sprintf("%s: %s, not a suite (%s)", path, k, hint))
+	return readfile.NotA(fmt.Sprintf("%s: %s, not %s (%s)", path, k, what, hint))
 }
 
 // NotAModel is the error for a model path (bench -m, generate --model, a

@@ -39,6 +39,7 @@ func TestNotASuite(t *testing.T) {
 	model := write("qwen.gguf", gguf)
 	st := write("ckpt/model.safetensors", safetensors)
 	ckpt := filepath.Dir(write("ckpt/config.json", []byte(`{"model_type": "qwen3"}`)))
+	loose := write("loose/model.safetensors", safetensors)
 	// Past a suite's bound, as real models are: told by their first bytes.
 	big := write("big.gguf", gguf)
 	if err := os.Truncate(big, readfile.Suite+1); err != nil {
@@ -52,6 +53,8 @@ func TestNotASuite(t *testing.T) {
 		{"gguf", model, model + ": a GGUF model file, not a suite (benchmark it with `mtlbench bench -m " + model + "`, run it with `mtlbench generate --model " + model + "`, or name it in a suite's model: {path: ...})"},
 		{"gguf too large to read", big, big + ": a GGUF model file, not a suite (benchmark it with `mtlbench bench -m " + big + "`"},
 		{"checkpoint folder", ckpt, ckpt + ": a checkpoint folder (it holds config.json), not a suite (benchmark it with `mtlbench bench -m " + ckpt + "`, run it with `mtlbench generate --model " + ckpt + "`, or name it in a suite's model: {path: ...})"},
+		// No command runs a folder without config.json: what it lacks is said.
+		{"safetensors outside a checkpoint", loose, loose + ": a safetensors weights file, not a suite (a checkpoint is the folder that holds it and its config.json, which " + filepath.Dir(loose) + " lacks)"},
 		{"safetensors", st, st + ": a safetensors weights file, not a suite (a checkpoint is the folder that holds it and its config.json: benchmark it with `mtlbench bench -m " + filepath.Dir(st) + "`"},
 	} {
 		for _, read := range []struct {

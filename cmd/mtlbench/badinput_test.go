@@ -129,3 +129,50 @@ func TestSuitesValidateOfBadInput(t *testing.T) {
 		})
 	}
 }
+
+// A results database or a model's file given to a command that imports a
+// file is named for what it is, with the commands that read it, an input
+// error (exit 2), whatever the command: not parsed as what it reads.
+func TestImportOfAnotherKind(t *testing.T) {
+	in := badInputs(t)
+	dbHint := func(p string) string {
+		return "(mtlbench keeps its results in one: list its runs with `mtlbench runs --db " + p + "`"
+	}
+	ggufHint := "(benchmark it with `mtlbench bench -m " + in["gguf"] + "`"
+	stHint := "(a checkpoint is the folder that holds it and its config.json, which " + filepath.Dir(in["st"]) + " lacks)"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"peer import db", []string{"peer", "import", in["db"]}, in["db"] + ": an SQLite database, not a peer's results " + dbHint(in["db"])},
+		{"peer import gguf", []string{"peer", "import", in["gguf"]}, in["gguf"] + ": a GGUF model file, not a peer's results " + ggufHint},
+		{"peer import safetensors", []string{"peer", "import", in["st"]}, in["st"] + ": a safetensors weights file, not a peer's results " + stHint},
+		{"tune import db", []string{"tune", "import", in["db"], "--dir", t.TempDir()}, in["db"] + ": an SQLite database, not a tuned-config file " + dbHint(in["db"])},
+		{"tune import gguf", []string{"tune", "import", in["gguf"], "--dir", t.TempDir()}, in["gguf"] + ": a GGUF model file, not a tuned-config file " + ggufHint},
+		{"history import gguf", []string{"history", "import", in["gguf"], "--model", "m", "--dry-run"}, in["gguf"] + ": a GGUF model file, not a history page " + ggufHint},
+		{"history import safetensors", []string{"history", "import", in["st"], "--model", "m", "--dry-run"}, in["st"] + ": a safetensors weights file, not a history page " + stHint},
+		{"import gguf", []string{"import", in["gguf"]}, in["gguf"] + ": a GGUF model file, not an export file " + ggufHint},
+		{"import safetensors", []string{"import", in["st"]}, in["st"] + ": a safetensors weights file, not an export file " + stHint},
+		// The store's own advice stands: export it first.
+		{"import db", []string{"import", in["db"]}, in["db"] + " is an SQLite database (a results store?), not an export: import its runs from `mtlbench export --db " + in["db"]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Those that store runs are given a store, which they must not make.
+			db, args := filepath.Join(t.TempDir(), "r.db"), tc.args
+			if args[0] == "import" || args[0] == "peer" {
+				args = append(args, "--db", db)
+			}
+			_, _, err := mtl(t, args...)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("err = %v\nwant it to begin %s", err, tc.want)
+			}
+			if code := exitCode(err); code != 2 {
+				t.Errorf("exit %d, want 2 (an input error)", code)
+			}
+			if _, serr := os.Stat(db); serr == nil {
+				t.Errorf("a refused import made the store %s", db)
+			}
+		})
+	}
+}

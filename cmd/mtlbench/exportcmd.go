@@ -20,6 +20,7 @@ import (
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/peers"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 const exportFormat = results.ExportFormat
@@ -298,13 +299,20 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 	br := bufio.NewReader(in)
 	// A results database given where its export was meant reads as a line
 	// of binary that JSON refuses at its first byte.
-	if head, _ := br.Peek(readfile.HeadLen); readfile.KindOf(head) == readfile.SQLite {
+	head, _ := br.Peek(readfile.HeadLen)
+	switch k := readfile.KindOf(head); {
+	case k == readfile.SQLite:
 		return nil, fmt.Errorf("%s is an SQLite database (a results store?), not an export: import its runs from `mtlbench export --db %s -o runs.jsonl`", path, store)
+	case path != stdinName:
+		// A model's file, named as readInput names it.
+		if err := suites.NotA(path, k, "an export file"); err != nil {
+			return nil, err
+		}
 	}
 	// Another tool's output (or mtlbench's peer-run JSON) given where an
 	// export was meant: said with the command that reads it, not as a
 	// first line that is no export line.
-	head, _ := br.Peek(1 << 16)
+	head, _ = br.Peek(1 << 16)
 	peerFile := func(line int) error {
 		if line != 1 {
 			return nil

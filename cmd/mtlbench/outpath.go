@@ -7,6 +7,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // stdoutPath is the output path that means standard output, as most tools
@@ -46,6 +47,16 @@ func readInput(stdin io.Reader, path string, max int64, what string) (data []byt
 		return data, stdinName, err
 	}
 	data, err = readfile.Read(path, max, what)
+	// The results database or a model given by mistake is named for what
+	// it is, as a suite path of another kind is, not parsed as what nor
+	// refused as too large (its first bytes tell).
+	head := data
+	if err != nil {
+		head = readfile.Head(path)
+	}
+	if e := suites.NotA(path, readfile.KindOf(head), what); e != nil {
+		return nil, path, e
+	}
 	return data, path, err
 }
 
