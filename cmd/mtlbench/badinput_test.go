@@ -176,3 +176,48 @@ func TestImportOfAnotherKind(t *testing.T) {
 		})
 	}
 }
+
+// An output named where a results database or a model's file is (--out,
+// --summary, --steps) is refused before any work, naming what is there,
+// and the file is left as it was: the text written would destroy it.
+func TestOutputOverAnotherKind(t *testing.T) {
+	in := badInputs(t)
+	store := filepath.Join(t.TempDir(), "r.db")
+	llama := filepath.Join("..", "..", "reports", "peers", "testdata", "llama-bench.json")
+	if _, _, err := mtl(t, "peer", "import", llama, "--db", store, "--model", "qwen3-moe-mini"); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(t.TempDir(), "page.md")
+	if err := os.WriteFile(md, []byte("| Date | Batch | Decode tok/s |\n| --- | --- | --- |\n| 2025-01-02 | 1 | 50 |\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		file string // what the output names
+		want string
+	}{
+		{"export over a database", []string{"export", "--db", store, "-o", in["db"]}, in["db"], "--out " + in["db"] + ": an SQLite database, which writing there would destroy: name another file"},
+		{"export over safetensors", []string{"export", "--db", store, "-o", in["st"]}, in["st"], "--out " + in["st"] + ": a safetensors weights file, which writing there would destroy"},
+		{"gate summary over a database", []string{"gate", "--db", store, "--baseline", "1", "--candidate", "1", "--summary", in["db"]}, in["db"], "--summary " + in["db"] + ": an SQLite database, which writing there would destroy"},
+		{"bench steps over gguf", []string{"bench", "-m", "qwen3-moe-mini", "--layers", "1", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "-q", "--db", filepath.Join(t.TempDir(), "s.db"), "--steps", in["gguf"]}, in["gguf"], "--steps " + in["gguf"] + ": a GGUF model file, which writing there would destroy"},
+		{"history out over a database", []string{"history", "import", md, "--model", "m", "--out", in["db"]}, in["db"], "--out " + in["db"] + ": an SQLite database, which writing there would destroy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, err := os.ReadFile(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = mtl(t, tc.args...)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("err = %v\nwant it to begin %s", err, tc.want)
+			}
+			if code := exitCode(err); code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if after, err := os.ReadFile(tc.file); err != nil || string(after) != string(before) {
+				t.Errorf("%s changed (%v)", tc.file, err)
+			}
+		})
+	}
+}

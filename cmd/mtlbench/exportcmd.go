@@ -95,6 +95,9 @@ func exportCommand() *cli.Command {
 			if err := notTheStore(db.Path(), "--out", p); err != nil {
 				return err
 			}
+			if err := checkWritable("--out", p); err != nil {
+				return err
+			}
 			if err = writeOutput(c.App.Writer, p, write); err != nil {
 				return err
 			}

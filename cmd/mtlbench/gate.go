@@ -329,14 +329,18 @@ func checkSummaries(c *cli.Context) error {
 
 // checkWritable fails where a path (what names it: a flag, a variable)
 // could not be written once the work is done: a missing folder, a folder
-// named as the file.
+// named as the file; or should not be: a results database or a model's
+// file there, which the text written would destroy (readfile.KindOf).
 func checkWritable(what, path string) error {
-	if path == "" {
+	if path == "" || path == stdoutPath {
 		return nil
 	}
 	if fi, err := os.Stat(path); err == nil {
 		if fi.IsDir() {
 			return fmt.Errorf("%s %s: a folder, not a file", what, path)
+		}
+		if k := readfile.KindOf(readfile.Head(path)); k != readfile.Unknown {
+			return fmt.Errorf("%s %s: %s, which writing there would destroy: name another file", what, path, k)
 		}
 		return nil
 	}
