@@ -221,3 +221,29 @@ func TestOutputOverAnotherKind(t *testing.T) {
 		})
 	}
 }
+
+// Every command's unknown --format names the flag, the value, the near
+// miss where there is one, and the formats that command takes.
+func TestUnknownFormatFlag(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	const tables = "(want one of: table, md, csv, json, jsonl)"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"env", "--format", "yaml"}, `--format: unknown output format "yaml" ` + tables},
+		{[]string{"devices", "--format", "jsn"}, `--format: unknown output format "jsn" ` + tables + ` (did you mean "json"?)`},
+		{[]string{"models", "--format", "csvv"}, `--format: unknown output format "csvv" ` + tables + ` (did you mean "csv"?)`},
+		{[]string{"suites", "list", "--format", "xml"}, `--format: unknown output format "xml" ` + tables},
+		{[]string{"runs", "--format", "benchfmt", "--db", db}, `--format: unknown output format "benchfmt" ` + tables + `; benchfmt is for the commands that print samples: show, run and bench`},
+		{[]string{"show", "1", "--format", "benchfnt", "--db", db}, `--format: unknown output format "benchfnt" (want one of: table, md, csv, json, jsonl, benchfmt) (did you mean "benchfmt"?)`},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v\nwant %s", tc.args, err, tc.want)
+		}
+		if code := exitCode(err); code != 2 {
+			t.Errorf("%v: exit %d, want 2", tc.args, code)
+		}
+	}
+}

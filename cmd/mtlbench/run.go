@@ -21,6 +21,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/shquote"
+	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
@@ -678,9 +679,19 @@ func parseRunFormat(s string) (string, error) {
 	}
 	f, err := table.ParseFormat(s)
 	if err != nil {
-		return "", fmt.Errorf("unknown output format %q (want one of: %s, %s)", s, strings.Join(formatNames(), ", "), formatBenchfmt)
+		return "", formatError(s, formatNames(formatBenchfmt))
 	}
 	return string(f), nil
+}
+
+// formatError is the error of every command's --format that names none of
+// names: the flag, the value, a near miss's format and every choice.
+func formatError(s string, names []string) error {
+	msg := fmt.Sprintf("--format: unknown output format %q (want one of: %s)", s, strings.Join(names, ", "))
+	if d := suggest.DidYouMean(strings.TrimSpace(s), names); d != "" {
+		msg += " (" + d + ")"
+	}
+	return errors.New(msg)
 }
 
 // parseTableFormat is table.ParseFormat for the commands that do not print
@@ -688,10 +699,13 @@ func parseRunFormat(s string) (string, error) {
 // the commands that do.
 func parseTableFormat(s string) (table.Format, error) {
 	f, err := table.ParseFormat(s)
-	if err != nil && strings.EqualFold(strings.TrimSpace(s), formatBenchfmt) {
-		return "", fmt.Errorf("%w; benchfmt is for the commands that print samples: show, run and bench", err)
+	switch {
+	case err != nil && strings.EqualFold(strings.TrimSpace(s), formatBenchfmt):
+		return "", fmt.Errorf("%w; benchfmt is for the commands that print samples: show, run and bench", formatError(s, formatNames()))
+	case err != nil:
+		return "", formatError(s, formatNames())
 	}
-	return f, err
+	return f, nil
 }
 
 // formatNames are the names table.ParseFormat accepts, in table.Formats'
