@@ -49,7 +49,8 @@ func modelFlags() []cli.Flag {
 func openEngine(c *cli.Context, kvTokens int, against bridge.Backend) (*engine.Engine, func(), error) {
 	be, err := openBackend(c, c.String("backend"))
 	if err != nil {
-		return nil, nil, err
+		// As --against's is named (checkAgainst).
+		return nil, nil, fmt.Errorf("--backend %s: %w", c.String("backend"), err)
 	}
 	// --threads is refused where neither backend reads it (the CPU as
 	// --against takes it), before the model loads.

@@ -310,7 +310,7 @@ func openBackendFlag(c *cli.Context) (bridge.Backend, bridge.DeviceInfo, error) 
 	}
 	be, err := backends.Open(c.String("backend"), bo)
 	if err != nil {
-		return nil, bridge.DeviceInfo{}, err
+		return nil, bridge.DeviceInfo{}, fmt.Errorf("--backend %s: %w", c.String("backend"), err)
 	}
 	info := be.Info()
 	if err := bench.ThreadsFlag(c.Int("threads"), info.Backend, be); err != nil {

@@ -463,19 +463,21 @@ func TestFlagValueOfWrongType(t *testing.T) {
 	}
 }
 
-// An unknown --backend is named with the near miss, or with every backend
-// as a list, not as Go prints a slice ([auto cpu ...]).
+// An unknown --backend is named with the flag and the near miss, or with
+// every backend as a list, not as Go prints a slice ([auto cpu ...]),
+// whatever the command.
 func TestUnknownBackendFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"selftest", "--backend", "vulkan"}, `unknown backend "vulkan" (want one of auto, cpu, metal, metal-emu, cuda)`},
-		{[]string{"generate", "-m", "qwen3-moe-mini", "--tokens", "1", "--backend", "mtal"}, `unknown backend "mtal" (did you mean "metal"?)`},
-		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--backend", "cpuu", "--dry-run"}, `unknown backend "cpuu" (did you mean "cpu"?)`},
+		{[]string{"selftest", "--backend", "vulkan"}, `--backend vulkan: unknown backend "vulkan" (want one of auto, cpu, metal, metal-emu, cuda)`},
+		{[]string{"generate", "-m", "qwen3-moe-mini", "--tokens", "1", "--backend", "mtal"}, `--backend mtal: unknown backend "mtal" (did you mean "metal"?)`},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--backend", "cpuu", "--dry-run"}, `--backend cpuu: unknown backend "cpuu" (did you mean "cpu"?)`},
+		{[]string{"run", "kernels", "--backend", "cpuu", "--db", filepath.Join(t.TempDir(), "r.db")}, `--backend cpuu: unknown backend "cpuu" (did you mean "cpu"?)`},
 	} {
 		_, _, err := mtl(t, tc.args...)
-		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+		if exitCode(err) != 2 || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%v: exit %d, %v; want 2 and %q", tc.args, exitCode(err), err, tc.want)
 		}
 	}
