@@ -247,3 +247,27 @@ func TestUnknownFormatFlag(t *testing.T) {
 		}
 	}
 }
+
+// tune's --shape errors name the flag and its value once, and a mistyped
+// --kernel says which kernel was meant.
+func TestTuneKernelAndShapeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kernel", "matmull", "--shape", "m=1,n=64,k=64"}, `kernel "matmull" has no tunables on the cpu backend (tunable: matmul, moe; did you mean "matmul"?)`},
+		{[]string{"--kernel", "matmul", "--shape", "m=0,n=64,k=64"}, `--shape "m=0,n=64,k=64": m=0 is not a positive integer`},
+		{[]string{"--kernel", "matmul", "--shape", "m=-1,n=64,k=64"}, `--shape "m=-1,n=64,k=64": m=-1 is not a positive integer`},
+		{[]string{"--kernel", "matmul", "--shape", "m=1,,n=64"}, `--shape "m=1,,n=64": an empty item between separators`},
+		{[]string{"--kernel", "matmul", "--shape", "m=1,m=2"}, `--shape "m=1,m=2": m is given twice`},
+		{[]string{"--kernel", "matmul", "--shape", "m"}, `--shape "m": want name=value pairs, got "m"`},
+	} {
+		_, _, err := mtl(t, append([]string{"tune", "--backend", "cpu", "--dry-run"}, tc.args...)...)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v\nwant %s", tc.args, err, tc.want)
+		}
+		if code := exitCode(err); code != 2 {
+			t.Errorf("%v: exit %d, want 2", tc.args, code)
+		}
+	}
+}

@@ -221,7 +221,7 @@ func tuneRun(c *cli.Context) error {
 	} else {
 		shape, err := tuner.ParseShape(c.String("shape"))
 		if err != nil {
-			return err
+			return fmt.Errorf("--shape %q: %w", c.String("shape"), err)
 		}
 		for _, k := range kernels {
 			label := "--shape " + c.String("shape")

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
@@ -82,7 +83,11 @@ func Find(backend, name string) (*Kernel, error) {
 		return nil, fmt.Errorf("the %s backend declares no tunable kernels", backend)
 	}
 	sort.Strings(names)
-	return nil, fmt.Errorf("kernel %q has no tunables on the %s backend (tunable: %s)", name, backend, strings.Join(names, ", "))
+	hint := ""
+	if d := suggest.DidYouMean(name, names); d != "" {
+		hint = "; " + d
+	}
+	return nil, fmt.Errorf("kernel %q has no tunables on the %s backend (tunable: %s%s)", name, backend, strings.Join(names, ", "), hint)
 }
 
 // Register adds a kernel declaration (tests declare fake ones). It replaces

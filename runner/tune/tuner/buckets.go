@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,7 +14,8 @@ import (
 	"github.com/mtlbench/mtlbench/suites"
 )
 
-// ParseShape reads "tokens=4,experts=32" (also with spaces or ';').
+// ParseShape reads "tokens=4,experts=32" (also with spaces or ';'). Its
+// errors say what is wrong, for the caller to name the flag and value.
 func ParseShape(s string) (tune.Shape, error) {
 	out := tune.Shape{}
 	if strings.TrimSpace(s) == "" {
@@ -25,25 +27,25 @@ func ParseShape(s string) (tune.Shape, error) {
 	for _, item := range strings.Split(strings.ReplaceAll(s, ";", ","), ",") {
 		f := strings.Fields(item)
 		if len(f) == 0 {
-			return nil, fmt.Errorf("shape %q: an empty item between separators", s)
+			return nil, errors.New("an empty item between separators")
 		}
 		fields = append(fields, f...)
 	}
 	for _, f := range fields {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok {
-			return nil, fmt.Errorf("shape %q: want name=value pairs, got %q", s, f)
+			return nil, fmt.Errorf("want name=value pairs, got %q", f)
 		}
 		if strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("shape %q: no name before = in %q", s, f)
+			return nil, fmt.Errorf("no name before = in %q", f)
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("shape %q: %s=%s is not a positive integer", s, k, v)
+			return nil, fmt.Errorf("%s=%s is not a positive integer", k, v)
 		}
 		name := ops.Param(strings.TrimSpace(k))
 		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("shape %q: %s is given twice", s, name)
+			return nil, fmt.Errorf("%s is given twice", name)
 		}
 		out[name] = n
 	}
