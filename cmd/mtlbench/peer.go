@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
+	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/reports/peers"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -61,6 +63,21 @@ func peerCommand() *cli.Command {
 				}
 				if err := stdinOnce("peer import", c.Args().Slice()); err != nil {
 					return err
+				}
+				// Checked before any file is read: a typo names the format
+				// meant, and a count of 0 or less would be taken for the
+				// flag left out (the file's, else vLLM's default).
+				if f := c.String("from"); f != "" && !slices.Contains(peers.Formats, f) {
+					msg := fmt.Sprintf("--from %q: unknown peer format (want one of %s)", f, strings.Join(peers.Formats, ", "))
+					if d := suggest.DidYouMean(f, peers.Formats); d != "" {
+						msg += " (" + d + ")"
+					}
+					return errors.New(msg)
+				}
+				for _, f := range []string{"batch", "prompt-len", "gen-len"} {
+					if n := c.Int(f); c.IsSet(f) && n < 1 {
+						return fmt.Errorf("--%s %d: want 1 or more", f, n)
+					}
 				}
 				// A name no mtlbench run records would line up with none
 				// of their cases (model.CheckRecordedName).

@@ -173,7 +173,7 @@ func TestPeerImportsCompare(t *testing.T) {
 	if _, _, err := mtl(t, "peer", "import", bad, "--db", db, "--from", "llama-bench"); err == nil || !strings.Contains(err.Error(), "llama-bench") {
 		t.Errorf("--from llama-bench on other JSON: %v", err)
 	}
-	if _, _, err := mtl(t, "peer", "import", bad, "--db", db, "--from", "xml"); err == nil || !strings.Contains(err.Error(), `unknown peer format "xml"`) {
+	if _, _, err := mtl(t, "peer", "import", bad, "--db", db, "--from", "xml"); err == nil || !strings.Contains(err.Error(), `--from "xml": unknown peer format`) {
 		t.Errorf("--from xml: %v", err)
 	}
 }
@@ -954,5 +954,34 @@ func TestPeerImportModelName(t *testing.T) {
 				t.Errorf("a refused import made the store %s", db)
 			}
 		})
+	}
+}
+
+// peer import's flags are checked before any file is read: a mistyped
+// --from names the format meant, and a workload count of 0 or less, which
+// was taken for the flag left out, is refused naming the flag.
+func TestPeerImportFlagValues(t *testing.T) {
+	latency := filepath.Join("..", "..", "reports", "peers", "testdata", "vllm-latency.json")
+	for _, tc := range []struct {
+		flag []string
+		want string
+	}{
+		{[]string{"--from", "llamabench"}, `--from "llamabench": unknown peer format (want one of llama-bench, vllm-serve, vllm-latency, mlx-lm, mtlbench) (did you mean "llama-bench"?)`},
+		{[]string{"--from", "xml"}, `--from "xml": unknown peer format (want one of llama-bench, vllm-serve, vllm-latency, mlx-lm, mtlbench)`},
+		{[]string{"--batch", "0"}, "--batch 0: want 1 or more"},
+		{[]string{"--prompt-len", "-3"}, "--prompt-len -3: want 1 or more"},
+		{[]string{"--gen-len", "0"}, "--gen-len 0: want 1 or more"},
+	} {
+		db := filepath.Join(t.TempDir(), "r.db")
+		_, _, err := mtl(t, append([]string{"peer", "import", latency, "--db", db}, tc.flag...)...)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v\nwant %s", tc.flag, err, tc.want)
+		}
+		if code := exitCode(err); code != 2 {
+			t.Errorf("%v: exit %d, want 2", tc.flag, code)
+		}
+		if _, serr := os.Stat(db); serr == nil {
+			t.Errorf("%v: a refused import made the store %s", tc.flag, db)
+		}
 	}
 }
