@@ -124,6 +124,10 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 			return nil, nil, fmt.Errorf("--moe-chunk sizes the chunks of --moe-strategy chunked, not of %s", strategy)
 		}
 	}
+	// Refused naming the flag before the model loads, as --against's is.
+	if _, err := engine.KVDType(be, be.ActDType(), c.String("kv-dtype")); err != nil {
+		return nil, nil, fmt.Errorf("--kv-dtype: %w", err)
+	}
 	cfg, src, err := model.Open(spec)
 	if err != nil {
 		return nil, nil, err

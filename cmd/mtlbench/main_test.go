@@ -444,6 +444,8 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--against-fusion", "maybe"}, `--against-fusion "maybe": want on or off`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--tolerance", "-1"}, "--tolerance -1: want a fraction of 0 or more"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--kv-dtype", "bf16"}, "--against cpu: kv_dtype bf16: the cpu backend keeps its KV cache in f32"},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--backend", "cpu", "--kv-dtype", "f8"}, `--kv-dtype: kv_dtype "f8": want auto, f32, f16 or bf16`},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--backend", "cpu", "--kv-dtype", "bf16"}, "--kv-dtype: kv_dtype bf16: the cpu backend keeps its KV cache in f32"},
 		// an id past the vocabulary is named by its place in --tokens
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "9000"}, "--tokens: item 1 (9000) is outside qwen3-moe-mini's vocabulary of 8192 tokens (ids 0 to 8191)"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1,-3"}, "--tokens: item 2 (-3) is outside qwen3-moe-mini's vocabulary"},
