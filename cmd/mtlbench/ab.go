@@ -253,8 +253,8 @@ func abCommand() *cli.Command {
 				}
 				now.Temporary = true
 			default:
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return fmt.Errorf("--keep: %w", err)
+				if err := makeFolder("--keep", dir, "ab keeps its rounds' databases in a folder"); err != nil {
+					return err
 				}
 				// Rounds pair by run ID: runs of an earlier ab in the same
 				// databases would pair with the wrong ones.

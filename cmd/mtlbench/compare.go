@@ -70,11 +70,8 @@ func compareCommand() *cli.Command {
 			}
 			if dir := c.String("out"); dir != "" {
 				// Made now, so a folder that cannot be is said before the tables.
-				if err := notAFolder("--out", dir, "compare writes a folder (compare.html and its charts)"); err != nil {
+				if err := makeFolder("--out", dir, "compare writes a folder (compare.html and its charts)"); err != nil {
 					return err
-				}
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return fmt.Errorf("--out: %w", err)
 				}
 			}
 			cmp := compare.Compare(a, b, compare.Options{Alpha: alpha})

@@ -189,11 +189,8 @@ func historyCommand() *cli.Command {
 						out := c.String("out")
 						if out == "" {
 							dir := envconfig.HistoryDir()
-							if err := notAFolder("history folder", dir, "set MTLBENCH_HISTORY to a folder, or name the file with --out"); err != nil {
+							if err := makeFolder("history folder", dir, "set MTLBENCH_HISTORY to a folder, or name the file with --out"); err != nil {
 								return err
-							}
-							if err := os.MkdirAll(dir, 0o755); err != nil {
-								return fmt.Errorf("history folder %s: %w", dir, err)
 							}
 							out = filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))+".yaml")
 						}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
@@ -110,6 +112,23 @@ func notAFolder(what, path, why string) error {
 	}
 	if f := results.FileInPath(path); f != "" {
 		return fmt.Errorf("%s %s: %s is a file, not a folder: %s", what, path, f, why)
+	}
+	return nil
+}
+
+// makeFolder makes dir, the folder an output (what names it: a flag)
+// writes into, before any work: a file there or above it is refused as
+// notAFolder says (why: what the output is), and a folder that cannot be
+// made is said with the flag and the path in words, not Go's mkdir.
+func makeFolder(what, dir, why string) error {
+	if err := notAFolder(what, dir, why); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", pe.Path, pe.Err)
+		}
+		return fmt.Errorf("%s %s: the folder cannot be made: %w", what, dir, err)
 	}
 	return nil
 }

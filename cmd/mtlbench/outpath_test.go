@@ -116,6 +116,8 @@ func TestOutputPathOfTheWrongKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing")
+	// A folder no system can make: a name past every file system's limit.
+	long := filepath.Join(dir, strings.Repeat("n", 300))
 	db := seedCompareDB(t)
 	for _, tc := range []struct {
 		args    []string
@@ -137,6 +139,12 @@ func TestOutputPathOfTheWrongKind(t *testing.T) {
 		{[]string{"history", "import", md, "--model", "m", "--date", "2026"}, file, "history folder " + file + ": a file, not a folder"},
 		{[]string{"history", "import", md, "--model", "m", "--date", "2026"}, filepath.Join(file, "h"),
 			"history folder " + filepath.Join(file, "h") + ": " + file + " is a file, not a folder"},
+		{[]string{"compare", "base", "cand", "--db", db, "--out", filepath.Join(long, "c")}, "",
+			"--out " + filepath.Join(long, "c") + ": the folder cannot be made: " + long + ": file name too long"},
+		{[]string{"report", "base", "--db", db, "--out", filepath.Join(long, "r")}, "",
+			"--out " + filepath.Join(long, "r") + ": the folder cannot be made: " + long + ": file name too long"},
+		{[]string{"history", "import", md, "--model", "m", "--date", "2026"}, filepath.Join(long, "h"),
+			"history folder " + filepath.Join(long, "h") + ": the folder cannot be made: " + long + ": file name too long"},
 	} {
 		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
 			t.Setenv("MTLBENCH_HISTORY", tc.history)

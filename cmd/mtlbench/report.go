@@ -63,7 +63,7 @@ func reportCommand() *cli.Command {
 			if err := noStdout("--out", c.String("out"), "the report is a folder of files (index.html and its charts)"); err != nil {
 				return err
 			}
-			if err := notAFolder("--out", c.String("out"), "the report is a folder of files (index.html and its charts)"); err != nil {
+			if err := makeFolder("--out", c.String("out"), "the report is a folder of files (index.html and its charts)"); err != nil {
 				return err
 			}
 			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{History: hist,
