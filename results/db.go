@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/internal/homepath"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
 )
 
@@ -497,6 +498,10 @@ func fileFaultWords(path string, code int) string {
 		return fmt.Sprintf("%s could not be read or written (a full disk, or a file system SQLite cannot lock or map, as some network shares): free space there, or keep the store on a local disk", path)
 	}
 	if code == 26 {
+		// A model's file is named as such: moving it aside is no advice.
+		if k := readfile.KindOf(readfile.Head(path)); k == readfile.GGUF || k == readfile.Safetensors {
+			return fmt.Sprintf("%s is %s, not an SQLite database: check that --db or MTLBENCH_DB names a results database", path, k)
+		}
 		return fmt.Sprintf("%s is not an SQLite database: check that --db or MTLBENCH_DB names a results database, or move the file aside for a new store to be made there", path)
 	}
 	return fmt.Sprintf("%s is damaged (truncated, or overwritten in part): restore it from a copy, or move it and its -wal aside for a new store to be made there (sqlite3's .recover may save its runs)", path)

@@ -2,6 +2,7 @@ package results
 
 import (
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -91,12 +92,18 @@ func TestDamagedStoreNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	header := `{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`
 	for _, c := range []struct {
 		name, want string
 		data       []byte
+		aside      bool // the advice to move it aside, which a model's file is not given
 	}{
-		{"text", "is not an SQLite database", []byte("run,case\n1,a\n")},
-		{"truncated", "is damaged", whole[:5000]},
+		{"text", "is not an SQLite database", []byte("run,case\n1,a\n"), true},
+		{"truncated", "is damaged", whole[:5000], true},
+		{"gguf", "is a GGUF model file, not an SQLite database: check that --db or MTLBENCH_DB names a results database",
+			append([]byte("GGUF\x03\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00"), make([]byte, 64)...), false},
+		{"safetensors", "is a safetensors weights file, not an SQLite database",
+			append(binary.LittleEndian.AppendUint64(nil, uint64(len(header))), header+"\x00\x00\x80\x3f"...), false},
 	} {
 		for _, o := range []struct {
 			name string
@@ -113,9 +120,12 @@ func TestDamagedStoreNamed(t *testing.T) {
 					t.Fatalf("%s opened a %s file", o.name, c.name)
 				}
 				for _, w := range []string{path + " " + c.want, "move", "aside"} {
-					if !strings.Contains(err.Error(), w) {
+					if !strings.Contains(err.Error(), w) && (w == path+" "+c.want || c.aside) {
 						t.Errorf("%s: %v\nwant it to say %q", o.name, err, w)
 					}
+				}
+				if !c.aside && strings.Contains(err.Error(), "aside") {
+					t.Errorf("%s: %v\nadvises moving a model's file aside", o.name, err)
 				}
 				if !FromStore(err) {
 					t.Errorf("%s: FromStore(%v) = false", o.name, err)
