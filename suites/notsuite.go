@@ -58,7 +58,11 @@ func weightsHint(path string) string {
 	dir := filepath.Dir(path)
 	if !isCheckpoint(dir) {
 		// No command would run the folder: say what it lacks.
-		return fmt.Sprintf("a checkpoint is the folder that holds it and its config.json, which %s lacks", dir)
+		where := dir
+		if dir == "." {
+			where = "the current folder"
+		}
+		return fmt.Sprintf("a checkpoint is the folder that holds it and its config.json, which %s lacks", where)
 	}
 	return "a checkpoint is the folder that holds it and its config.json: " + modelHint(shquote.Quote(dir))
 }

@@ -75,6 +75,12 @@ func TestNotASuite(t *testing.T) {
 		}
 	}
 
+	// A file named without its folder is said to lie in the current one.
+	t.Chdir(filepath.Dir(loose))
+	if _, err := Load(filepath.Base(loose)); err == nil || !strings.HasSuffix(err.Error(), "its config.json, which the current folder lacks)") {
+		t.Errorf("safetensors in the current folder: %v", err)
+	}
+
 	if _, err := Load(dir); err == nil || err.Error() != dir+": a folder, not a suite" {
 		t.Errorf("a folder that is no checkpoint: %v", err)
 	}
