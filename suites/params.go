@@ -255,7 +255,9 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 			return fmt.Sprintf("%s %s", name, why), ""
 		}
 		if !isInt {
-			if v.IsNum && tag == "!!int" {
+			// YAML tags an integer past uint64 a float: it is still an
+			// integer, out of range (as parser.int says of one).
+			if (v.IsNum && tag == "!!int") || (plain(n) && decimalRE.MatchString(n.Value)) {
 				return fmt.Sprintf("%s is out of range: %s", name, show(n.Value)), ""
 			}
 			return fmt.Sprintf("%s must be an integer, got %s", name, describe(n)), textHint(n, "int")

@@ -654,6 +654,9 @@ func TestErrors(t *testing.T) {
 		{"float where int", head + "  - name: c\n    params: {batch: 1.5}\n", []string{`t.yaml:5:21: batch must be an integer, got 1.5`}},
 		{"null where int", head + "  - name: c\n    params: {batch: ~}\n", []string{`t.yaml:5:21: batch must be an integer, got nothing (null)`}},
 		{"int out of range", head + "  - name: c\n    params: {batch: 9223372036854775808}\n", []string{`t.yaml:5:21: batch is out of range: 9223372036854775808`}},
+		// Past uint64, which YAML tags a float: still an integer, out of range.
+		{"int past uint64", head + "  - name: c\n    params: {batch: 99999999999999999999}\n", []string{`t.yaml:5:21: batch is out of range: 99999999999999999999`}},
+		{"negative int past uint64", head + "  - name: c\n    params: {batch: -99999999999999999999}\n", []string{`t.yaml:5:21: batch is out of range: -99999999999999999999`}},
 		{"int too small", head + "  - name: c\n    params: {batch: 0}\n", []string{`t.yaml:5:21: batch must be >= 1, got 0`}},
 		{"auto int negative", head + "  - name: c\n    params: {kv_blocks: -1}\n", []string{`t.yaml:5:25: kv_blocks must be >= 0 (0 = auto), got -1`}},
 		{"depth negative", head + "  - name: c\n    params: {depth: -1}\n", []string{`t.yaml:5:21: depth must be >= 0, got -1`}},
