@@ -129,6 +129,9 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 		return nil, nil, fmt.Errorf("--kv-dtype: %w", err)
 	}
 	cfg, src, err := model.Open(spec)
+	if le := (*model.LayersError)(nil); errors.As(err, &le) || (err != nil && spec.Layers < 0) {
+		return nil, nil, fmt.Errorf("--layers: %w", err) // as bench names it
+	}
 	if err != nil {
 		return nil, nil, err
 	}
