@@ -60,6 +60,13 @@ func TestOneSuiteArgument(t *testing.T) {
 		{[]string{"run"}, "run needs one suite file (see `mtlbench suites list`)"},
 		{[]string{"run", "a.yaml", "b c.yaml"}, "run takes one suite, got 2: a.yaml 'b c.yaml' (run each on its own)"},
 		{[]string{"ab", "--baseline-bin", "/nonexistent", "ci", "kernels", "gpt2"}, "ab takes one suite, got 3: ci kernels gpt2 (run each on its own)"},
+		// Every command of one file says back the ones given.
+		{[]string{"tune", "ci", "kernels"}, "tune takes one suite, got 2: ci kernels (tune each on its own)"},
+		{[]string{"tune", "import", "a.json", "b.json"}, "tune import takes one file (- for standard input), got 2: a.json b.json (import each on its own)"},
+		{[]string{"tune", "import"}, "tune import needs one file (- for standard input)"},
+		{[]string{"tune", "export", "a.json", "b.json"}, "tune export takes one file (- for standard output), got 2: a.json b.json (export into one file)"},
+		{[]string{"history", "import", "a.md", "b.md", "--model", "m"}, "history import takes one markdown file, got 2: a.md b.md (import each on its own)"},
+		{[]string{"history", "import", "--model", "m"}, "history import needs one markdown file"},
 	} {
 		_, _, err := mtl(t, tc.args...)
 		if err == nil || err.Error() != tc.want {

@@ -122,8 +122,8 @@ func historyCommand() *cli.Command {
 					format,
 				},
 				Action: func(c *cli.Context) error {
-					if c.NArg() != 1 {
-						return fmt.Errorf("import needs one markdown file")
+					if err := oneArg(c, "history import", "markdown file", "import each on its own"); err != nil {
+						return err
 					}
 					if err := noStdout("--out", c.String("out"), "the figures are merged into those the history file holds"); err != nil {
 						return err

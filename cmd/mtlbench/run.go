@@ -528,15 +528,25 @@ func resumeCommand(c *cli.Context, db string, id int64) string {
 // oneSuite refuses a command of one suite given none or several: several
 // would run only the first, and which ones were given is said back.
 func oneSuite(c *cli.Context, cmd string) error {
+	if c.NArg() == 0 {
+		return fmt.Errorf("%s needs one suite file (see `mtlbench suites list`)", cmd)
+	}
+	return oneArg(c, cmd, "suite", "run each on its own")
+}
+
+// oneArg refuses a command of one argument (what it is: "suite", "file")
+// given none or several, saying back the ones given and, after them, what
+// to do instead (then).
+func oneArg(c *cli.Context, cmd, what, then string) error {
 	switch n := c.NArg(); {
 	case n == 0:
-		return fmt.Errorf("%s needs one suite file (see `mtlbench suites list`)", cmd)
+		return fmt.Errorf("%s needs one %s", cmd, what)
 	case n > 1:
 		args := c.Args().Slice()
 		for i, a := range args {
 			args[i] = shellQuote(a)
 		}
-		return fmt.Errorf("%s takes one suite, got %d: %s (run each on its own)", cmd, n, strings.Join(args, " "))
+		return fmt.Errorf("%s takes one %s, got %d: %s (%s)", cmd, what, n, strings.Join(args, " "), then)
 	}
 	return nil
 }

@@ -147,7 +147,7 @@ func tuneRun(c *cli.Context) error {
 	var s *suites.Suite
 	switch {
 	case c.NArg() > 1:
-		return fmt.Errorf("tune takes one suite (got %d arguments)", c.NArg())
+		return oneArg(c, "tune", "suite", "tune each on its own")
 	case c.NArg() == 1 && c.IsSet("shape"):
 		return errors.New("tune: give a suite or --kernel with --shape, not both")
 	// Each of these would be dropped without a word.
@@ -569,8 +569,8 @@ func tuneShow(c *cli.Context) error {
 
 // tuneExport writes the user's tuned configs (or --dir's) to one file.
 func tuneExport(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return errors.New("usage: mtlbench tune export FILE")
+	if err := oneArg(c, "tune export", "file (- for standard output)", "export into one file"); err != nil {
+		return err
 	}
 	dir, err := tunedDir(c)
 	if err != nil {
@@ -622,8 +622,8 @@ func readTuned(stdin io.Reader, path string) (*tune.File, string, error) {
 // tuneImport merges a file's entries into the user's cache (or --dir),
 // each into its device's file; an entry replaces one of the same bucket.
 func tuneImport(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return errors.New("usage: mtlbench tune import FILE")
+	if err := oneArg(c, "tune import", "file (- for standard input)", "import each on its own"); err != nil {
+		return err
 	}
 	in, name, err := readTuned(c.App.Reader, c.Args().First())
 	if err != nil {

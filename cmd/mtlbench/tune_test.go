@@ -237,7 +237,7 @@ func TestTuneErrors(t *testing.T) {
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--trials", "3", "--dry-run"}, "tune: --trials goes with --strategy random, the search that draws candidates; --strategy exhaustive draws none"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--strategy", "local", "--trials", "3", "--dry-run"}, "--strategy local draws none"},
 		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=1", "--witness-gpu", "M3 Ulta"}, `--witness-gpu: unknown Apple GPU "M3 Ulta" (did you mean "M3 Ultra"?)`},
-		{[]string{"tune", "export"}, "usage: mtlbench tune export FILE"},
+		{[]string{"tune", "export"}, "tune export needs one file (- for standard output)"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64,threads=7", "--dry-run"}, "matmul: threads is the device's, not a shape's: tune at another count with --threads"},
 		{[]string{"tune", "import", "/nonexistent.json"}, "no such file"},
 		// A dry run refuses what the run would, before it lists a candidate.
