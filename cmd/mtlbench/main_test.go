@@ -128,7 +128,9 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 		want string
 	}{
 		{[]string{"models", "nope.gguf"}, `"nope.gguf" is neither a preset`},
-		{[]string{"models", "tinyllama-1.1b"}, "tinyllama-1.1b is a preset"},
+		{[]string{"models", "tinyllama-1.1b"}, "tinyllama-1.1b is a preset: `mtlbench models` lists the presets; give checkpoints as paths"},
+		// A preset given with --dtype is not said to be a checkpoint.
+		{[]string{"models", "--dtype", "q4", "tinyllama-1.1b"}, "tinyllama-1.1b is a preset: `mtlbench models --dtype q4` lists the presets; give checkpoints as paths"},
 		{[]string{"models", "--dtype", "q4", "../../runner/testdata/mlx/llama-q4"}, "--dtype is for presets"},
 		{[]string{"models", "--backend", "tpu"}, `--backend: unknown backend "tpu"`},
 		// models takes checkpoints as arguments: no --model to give.

@@ -52,6 +52,17 @@ func modelsCommand() *cli.Command {
 				return fmt.Errorf("--backend: %w", err)
 			}
 			if c.NArg() > 0 {
+				// A preset among the checkpoints is said first: --dtype
+				// beside it is what the presets' table takes.
+				for _, p := range c.Args().Slice() {
+					if model.IsPreset(p) {
+						list := "mtlbench models"
+						if c.IsSet("dtype") {
+							list += " --dtype " + shellQuote(c.String("dtype"))
+						}
+						return fmt.Errorf("%s is a preset: `%s` lists the presets; give checkpoints as paths", p, list)
+					}
+				}
 				if c.IsSet("dtype") {
 					return fmt.Errorf("--dtype is for presets: a checkpoint's weights load in their own dtype")
 				}
@@ -158,9 +169,6 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 		Data: &table.Data{Columns: []string{"checkpoint", "architecture", "layers", "params", "read_bytes_per_token",
 			"weight_bytes", "kv_bytes_per_token_bf16", "memory_need_bytes", "max_positions"}}}
 	for _, p := range paths {
-		if model.IsPreset(p) {
-			return fmt.Errorf("%s is a preset: `mtlbench models` lists the presets; give checkpoints as paths", p)
-		}
 		cfg, src, err := model.Open(model.Spec{Model: p})
 		if err != nil {
 			return err
