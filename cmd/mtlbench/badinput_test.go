@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,6 +158,12 @@ func TestImportOfAnotherKind(t *testing.T) {
 		{"import safetensors", []string{"import", in["st"]}, in["st"] + ": a safetensors weights file, not an export file " + stHint},
 		// The store's own advice stands: export it first.
 		{"import db", []string{"import", in["db"]}, in["db"] + " is an SQLite database (a results store?), not an export: import its runs from `mtlbench export --db " + in["db"]},
+		// Piped in, the kind is named as of a file, without the commands
+		// that would need its path.
+		{"peer import - gguf", []string{"peer", "import", "-", "<" + in["gguf"]}, "standard input: a GGUF model file, not a peer's results"},
+		{"tune import - db", []string{"tune", "import", "-", "--dir", t.TempDir(), "<" + in["db"]}, "standard input: an SQLite database, not a tuned-config file"},
+		{"history import - safetensors", []string{"history", "import", "-", "--model", "m", "--source", "s", "--dry-run", "<" + in["st"]}, "standard input: a safetensors weights file, not a history page"},
+		{"import - gguf", []string{"import", "-", "<" + in["gguf"]}, "standard input: a GGUF model file, not an export file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Those that store runs are given a store, which they must not make.
@@ -163,7 +171,19 @@ func TestImportOfAnotherKind(t *testing.T) {
 			if args[0] == "import" || args[0] == "peer" {
 				args = append(args, "--db", db)
 			}
-			_, _, err := mtl(t, args...)
+			// An argument "<FILE" is standard input.
+			var stdin io.Reader = noInput{}
+			for i, a := range args {
+				if strings.HasPrefix(a, "<") {
+					data, err := os.ReadFile(a[1:])
+					if err != nil {
+						t.Fatal(err)
+					}
+					stdin, args = bytes.NewReader(data), append(args[:i:i], args[i+1:]...)
+					break
+				}
+			}
+			err := run(append([]string{"mtlbench"}, args...), stdin, io.Discard, io.Discard)
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Fatalf("err = %v\nwant it to begin %s", err, tc.want)
 			}

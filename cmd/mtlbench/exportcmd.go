@@ -306,8 +306,12 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 	switch k := readfile.KindOf(head); {
 	case k == readfile.SQLite:
 		return nil, fmt.Errorf("%s is an SQLite database (a results store?), not an export: import its runs from `mtlbench export --db %s -o runs.jsonl`", path, store)
-	case path != stdinName:
+	case path == stdinName:
 		// A model's file, named as readInput names it.
+		if err := stdinOfAnotherKind(head, "an export file"); err != nil {
+			return nil, err
+		}
+	default:
 		if err := suites.NotA(path, k, "an export file"); err != nil {
 			return nil, err
 		}

@@ -46,6 +46,9 @@ func openInput(stdin io.Reader, path, what string) (r io.ReadCloser, name string
 func readInput(stdin io.Reader, path string, max int64, what string) (data []byte, name string, err error) {
 	if path == stdinPath {
 		data, err = readfile.ReadFrom(stdin, stdinName, max, what)
+		if err == nil {
+			err = stdinOfAnotherKind(data, what)
+		}
 		return data, stdinName, err
 	}
 	data, err = readfile.Read(path, max, what)
@@ -129,6 +132,16 @@ func makeFolder(what, dir, why string) error {
 			err = fmt.Errorf("%s: %w", pe.Path, pe.Err)
 		}
 		return fmt.Errorf("%s %s: the folder cannot be made: %w", what, dir, err)
+	}
+	return nil
+}
+
+// stdinOfAnotherKind names the results database or a model's file piped
+// in where what is wanted, as suites.NotA names a file of one, without the
+// commands that read it, which would need its path.
+func stdinOfAnotherKind(head []byte, what string) error {
+	if k := readfile.KindOf(head); k != readfile.Unknown {
+		return readfile.NotA(fmt.Sprintf("%s: %s, not %s", stdinName, k, what))
 	}
 	return nil
 }
