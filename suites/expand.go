@@ -218,6 +218,7 @@ func (p *parser) aliases(c *Case, src map[string]int) {
 				continue
 			}
 		}
+		a.Key = alias
 		c.Params[name], src[name] = a, src[alias]
 		delete(c.Params, alias)
 		delete(src, alias)

@@ -21,6 +21,10 @@ type Value struct {
 	Float float64 // numeric value when IsNum
 	IsNum bool    // the scalar is a YAML number (quoted numbers are strings)
 	Pos   Pos
+	// Key is the name it was written under where that is an alias of the
+	// op's parameter it is filed under (hidden for width), so an error
+	// about it says the name the user wrote; "" otherwise.
+	Key string
 }
 
 // Case is one expanded case: a group's entry merged with one matrix point.

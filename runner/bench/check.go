@@ -361,6 +361,10 @@ func kernelErrors(s *suites.Suite, c suites.Case, err error) suites.ErrorList {
 	var out suites.ErrorList
 	for _, e := range all {
 		pos := kernelPos(c, e)
+		// A parameter written under its alias is named as written.
+		if pe, ok := e.(*kbench.ParamError); ok && c.Params[pe.Param].Key != "" {
+			e = &kbench.ParamError{Param: c.Params[pe.Param].Key, Value: pe.Value, Msg: pe.Msg}
+		}
 		se, ok := s.ErrorAt(pos, "case %s: %v", c.Name, e).(*suites.Error)
 		if !ok {
 			se = &suites.Error{Pos: pos, Msg: fmt.Sprintf("case %s: %v", c.Name, e)}

@@ -443,6 +443,10 @@ func TestKernelCaseErrorsEachAtTheirParameter(t *testing.T) {
 			":7:46: case c: tokens=2147483648: must be at most",
 			":7:26: case c: num_heads=2147483648: must be at most",
 		}},
+		// Written under its alias (hidden for width), it is named so.
+		{"rms_norm", "{ tokens: 1, hidden: 2147483648 }", []string{
+			":7:34: case c: hidden=2147483648: must be at most",
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := loadSuite(t, "name: k\nbackend: cpu\ncases:\n  - name: c\n    kind: kernel\n    op: "+tc.name+"\n    params: "+tc.params+"\n")
