@@ -134,7 +134,8 @@ func TestSuitesValidateOfBadInput(t *testing.T) {
 
 // A results database or a model's file given to a command that imports a
 // file is named for what it is, with the commands that read it, an input
-// error (exit 2), whatever the command: not parsed as what it reads.
+// error (exit 2), whatever the command: not parsed as what it reads; an
+// empty path is said to be one.
 func TestImportOfAnotherKind(t *testing.T) {
 	in := badInputs(t)
 	dbHint := func(p string) string {
@@ -158,6 +159,10 @@ func TestImportOfAnotherKind(t *testing.T) {
 		{"import safetensors", []string{"import", in["st"]}, in["st"] + ": a safetensors weights file, not an export file " + stHint},
 		// The store's own advice stands: export it first.
 		{"import db", []string{"import", in["db"]}, in["db"] + " is an SQLite database (a results store?), not an export: import its runs from `mtlbench export --db " + in["db"]},
+		// An empty argument (a shell variable left unset) says so.
+		{"import empty path", []string{"import", ""}, "an empty path given for an export file (name a file, or - for standard input)"},
+		{"peer import empty path", []string{"peer", "import", ""}, "an empty path given for a peer's results (name a file, or - for standard input)"},
+		{"tune import empty path", []string{"tune", "import", ""}, "an empty path given for a tuned-config file (name a file, or - for standard input)"},
 		// Piped in, the kind is named as of a file, without the commands
 		// that would need its path.
 		{"peer import - gguf", []string{"peer", "import", "-", "<" + in["gguf"]}, "standard input: a GGUF model file, not a peer's results"},

@@ -30,6 +30,9 @@ const stdinName = "standard input"
 // the file (readfile.Open's checks). name is what errors call it: the
 // path, or "standard input".
 func openInput(stdin io.Reader, path, what string) (r io.ReadCloser, name string, err error) {
+	if err := emptyInput(path, what); err != nil {
+		return nil, path, err
+	}
 	if path == stdinPath {
 		return io.NopCloser(stdin), stdinName, nil
 	}
@@ -44,6 +47,9 @@ func openInput(stdin io.Reader, path, what string) (r io.ReadCloser, name string
 // where path is "-", else the file (readfile.Read's checks). name is what
 // errors call it: the path, or "standard input".
 func readInput(stdin io.Reader, path string, max int64, what string) (data []byte, name string, err error) {
+	if err := emptyInput(path, what); err != nil {
+		return nil, path, err
+	}
 	if path == stdinPath {
 		data, err = readfile.ReadFrom(stdin, stdinName, max, what)
 		if err == nil {
@@ -142,6 +148,16 @@ func makeFolder(what, dir, why string) error {
 func stdinOfAnotherKind(head []byte, what string) error {
 	if k := readfile.KindOf(head); k != readfile.Unknown {
 		return readfile.NotA(fmt.Sprintf("%s: %s, not %s", stdinName, k, what))
+	}
+	return nil
+}
+
+// emptyInput refuses an empty argument where a file is wanted (a shell
+// variable left unset): the system would say ": no such file or
+// directory", naming nothing.
+func emptyInput(path, what string) error {
+	if path == "" {
+		return fmt.Errorf("an empty path given for %s (name a file, or - for standard input)", what)
 	}
 	return nil
 }
