@@ -116,6 +116,11 @@ func checkTunedOut(out string) error {
 	case err == nil && !st.Mode().IsRegular():
 		return fmt.Errorf("%s is not a regular file: want a tuned-config file to merge the winners into (--out, --dir)", out)
 	case err == nil:
+		// The results database or a model's file is named, not advised
+		// to be fixed or removed as a damaged tuned-config file is.
+		if k := readfile.KindOf(readfile.Head(out)); k != readfile.Unknown {
+			return fmt.Errorf("%s is %s, not a tuned-config file: name one to merge the winners into with --out (not overwritten)", out, k)
+		}
 		if _, rerr := tune.ReadFile(out); rerr != nil {
 			return fmt.Errorf("%v (not overwritten; fix or remove it, or pass --out)", rerr)
 		}

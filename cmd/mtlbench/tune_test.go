@@ -212,6 +212,9 @@ func TestTuneErrors(t *testing.T) {
 	// Refused before any timing: the tuning would be lost.
 	notJSON := filepath.Join(t.TempDir(), "notes.txt")
 	os.WriteFile(notJSON, []byte("not a tuned config"), 0o644)
+	// A results database: named, and not advised to be removed.
+	store := filepath.Join(t.TempDir(), "r.db")
+	os.WriteFile(store, append([]byte("SQLite format 3\x00\x10\x00\x02\x02"), make([]byte, 64)...), 0o644)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -219,6 +222,7 @@ func TestTuneErrors(t *testing.T) {
 		{[]string{"tune"}, "tune needs a suite"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--out", os.TempDir()}, "is not a regular file: want a tuned-config file"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--out", notJSON}, "not overwritten; fix or remove it"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--out", store}, store + " is an SQLite database, not a tuned-config file: name one to merge the winners into with --out (not overwritten)"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--dir", notJSON}, "is not a folder: the tuned configs cannot go in it"},
 		{[]string{"tune", "show", "--dir", notJSON}, notJSON + " is not a folder: the tuned configs cannot go in it (--dir)"},
 		{[]string{"tune", "show", "--dir", filepath.Join(notJSON, "tuned")}, notJSON + " is not a folder: the tuned configs cannot go in it (--dir " + filepath.Join(notJSON, "tuned") + ")"},
