@@ -296,3 +296,29 @@ func TestTuneKernelAndShapeFlags(t *testing.T) {
 		}
 	}
 }
+
+// A flag of named values refuses another the one way, whatever the
+// command: the flag, the value, the values it takes and a near miss's.
+func TestEnumFlagTypos(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	gen := []string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--backend", "cpu", "--layers", "1"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(gen, "--moe-strategy", "grouppd"), `--moe-strategy "grouppd": want loop, chunked or grouped (did you mean "grouped"?)`},
+		{append(gen, "--fusion", "offf"), `--fusion "offf": want on or off (did you mean "off"?)`},
+		{append(gen, "--against", "cpu", "--against-fusion", "maybe"), `--against-fusion "maybe": want on or off`},
+		{append(gen, "--sampling", "gredy"), `--sampling: sampling "gredy": "gredy" is not key:value`},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--strategy", "exhaustve", "--dry-run"}, `--strategy "exhaustve": want exhaustive, random or local (did you mean "exhaustive"?)`},
+		{[]string{"runs", "--db", db, "--kind", "sute"}, `--kind "sute": want suite, tune or peer (did you mean "suite"?)`},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v\nwant %s", tc.args, err, tc.want)
+		}
+		if code := exitCode(err); code != 2 {
+			t.Errorf("%v: exit %d, want 2", tc.args, code)
+		}
+	}
+}

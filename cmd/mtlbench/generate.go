@@ -84,13 +84,10 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 	spec := model.Spec{Model: c.String("model"), Layers: c.Int("layers"), Seed: c.Uint64("seed")}
 	// make mac-smoke compares fusion on and off (docs/metal-first-run.md).
 	var noFusion bool
-	switch fusion {
-	case "on":
-	case "off":
-		noFusion = true
-	default:
-		return nil, nil, fmt.Errorf("%s %q: want on or off", flag, fusion)
+	if err := enumFlag(flag, fusion, "on", "off"); err != nil {
+		return nil, nil, err
 	}
+	noFusion = fusion == "off"
 	if s := c.String("dtype"); s != "" {
 		f, err := model.ParseFormat(s)
 		if err != nil {
@@ -110,6 +107,9 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 	// A chunk size sizes the chunked dispatch only, as in a suite: alone it
 	// asks for it, beside another strategy it would change nothing.
 	strategy := c.String("moe-strategy")
+	if err := enumFlag("--moe-strategy", strategy, string(bridge.MoELoop), string(bridge.MoEChunked), string(bridge.MoEGrouped)); err != nil {
+		return nil, nil, err
+	}
 	if c.IsSet("moe-chunk") {
 		// The suites' moe_chunk range (ops.Specs): 0 would run the default
 		// chunk under a flag that asked for another, a negative one fail
@@ -254,7 +254,7 @@ func generateCommand() *cli.Command {
 			}
 			sp, err := sample.Parse(c.String("sampling"))
 			if err != nil {
-				return err
+				return fmt.Errorf("--sampling: %w", err)
 			}
 			e, closeAll, err := openEngine(c, len(prompt)+n+16, against)
 			if err != nil {
@@ -353,8 +353,10 @@ func checkAgainst(c *cli.Context) (bridge.Backend, error) {
 	if tol := c.Float64("tolerance"); !(tol >= 0) {
 		return nil, fmt.Errorf("--tolerance %g: want a fraction of 0 or more", tol)
 	}
-	if f := c.String("against-fusion"); f != "" && f != "on" && f != "off" {
-		return nil, fmt.Errorf("--against-fusion %q: want on or off", f)
+	if f := c.String("against-fusion"); f != "" {
+		if err := enumFlag("--against-fusion", f, "on", "off"); err != nil {
+			return nil, err
+		}
 	}
 	b := c.String("against")
 	if b == "" {

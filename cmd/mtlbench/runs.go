@@ -37,17 +37,18 @@ func runsCommand() *cli.Command {
 			if err := checkRunCount(c, "limit"); err != nil {
 				return err
 			}
+			// A flag's typo is said before the store is looked for.
+			if k := c.String("kind"); k != "" {
+				if err := enumFlag("--kind", k, results.KindSuite, results.KindTune, results.KindPeer); err != nil {
+					return err
+				}
+			}
 			db, err := openExistingDB(c)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
 			filter := results.RunFilter{SuiteName: c.String("suite"), Kind: c.String("kind"), Limit: c.Int("limit")}
-			switch k := filter.Kind; k {
-			case "", results.KindSuite, results.KindTune, results.KindPeer:
-			default:
-				return fmt.Errorf("--kind %q: want suite, tune or peer", k)
-			}
 			if t := c.String("tag"); t != "" {
 				for _, tag := range strings.Split(t, ",") {
 					if tag = strings.TrimSpace(tag); tag != "" {

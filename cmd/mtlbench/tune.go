@@ -170,15 +170,14 @@ func tuneRun(c *cli.Context) error {
 	case !c.IsSet("kernel"):
 		return errors.New("tune needs a suite, or --kernel NAME with --shape k=v,... (see mtlbench tune --help)")
 	}
-	switch st := c.String("strategy"); st {
-	case tuner.Exhaustive, tuner.Random, tuner.Local:
-		// Only the random search draws: elsewhere --trials would be
-		// dropped, and a search meant to be short would time every candidate.
-		if c.IsSet("trials") && st != tuner.Random {
-			return fmt.Errorf("tune: --trials goes with --strategy random, the search that draws candidates; --strategy %s draws none", st)
-		}
-	default:
-		return fmt.Errorf("unknown search strategy %q (want exhaustive, random or local)", st)
+	strategy := c.String("strategy")
+	if err := enumFlag("--strategy", strategy, tuner.Exhaustive, tuner.Random, tuner.Local); err != nil {
+		return err
+	}
+	// Only the random search draws: elsewhere --trials would be
+	// dropped, and a search meant to be short would time every candidate.
+	if c.IsSet("trials") && strategy != tuner.Random {
+		return fmt.Errorf("tune: --trials goes with --strategy random, the search that draws candidates; --strategy %s draws none", strategy)
 	}
 	var kernels []string
 	if c.IsSet("kernel") {

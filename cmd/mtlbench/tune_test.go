@@ -237,7 +237,7 @@ func TestTuneErrors(t *testing.T) {
 		{[]string{"tune", "ci", "--dtype", "q4", "--dry-run"}, "tune: --dtype goes with --kernel, not a suite: each case tunes at its own dtype"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--out", notJSON + ".new", "--dir", t.TempDir(), "--dry-run"}, "tune: give --out FILE or --dir FOLDER, not both"},
 		{[]string{"tune", "--kernel", "moe", "--shape", "tokns=1"}, `unknown shape dimension "tokns"`},
-		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=1", "--strategy", "genetic"}, "unknown search strategy"},
+		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=1", "--strategy", "genetic"}, `--strategy "genetic": want exhaustive, random or local`},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--trials", "3", "--dry-run"}, "tune: --trials goes with --strategy random, the search that draws candidates; --strategy exhaustive draws none"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--strategy", "local", "--trials", "3", "--dry-run"}, "--strategy local draws none"},
 		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=1", "--witness-gpu", "M3 Ulta"}, `--witness-gpu: unknown Apple GPU "M3 Ulta" (did you mean "M3 Ultra"?)`},
