@@ -309,6 +309,7 @@ func TestEnumFlagTypos(t *testing.T) {
 		{append(gen, "--moe-strategy", "grouppd"), `--moe-strategy "grouppd": want loop, chunked or grouped (did you mean "grouped"?)`},
 		{append(gen, "--fusion", "offf"), `--fusion "offf": want on or off (did you mean "off"?)`},
 		{append(gen, "--against", "cpu", "--against-fusion", "maybe"), `--against-fusion "maybe": want on or off`},
+		{append(gen, "--against", "metl"), `--against "metl": want auto, cpu, metal, metal-emu or cuda (did you mean "metal"?)`},
 		{append(gen, "--sampling", "gredy"), `--sampling: sampling "gredy": "gredy" is not key:value`},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--strategy", "exhaustve", "--dry-run"}, `--strategy "exhaustve": want exhaustive, random or local (did you mean "exhaustive"?)`},
 		{[]string{"runs", "--db", db, "--kind", "sute"}, `--kind "sute": want suite, tune or peer (did you mean "suite"?)`},

@@ -362,8 +362,8 @@ func checkAgainst(c *cli.Context) (bridge.Backend, error) {
 	if b == "" {
 		return nil, nil
 	}
-	if !slices.Contains(backends.Names, b) {
-		return nil, fmt.Errorf("--against %q: want one of %s", b, strings.Join(backends.Names, ", "))
+	if err := enumFlag("--against", b, backends.Names...); err != nil {
+		return nil, err
 	}
 	be, err := openBackend(c, b)
 	if err != nil {

@@ -435,7 +435,7 @@ func TestErrorsAreClear(t *testing.T) {
 	}{
 		{[]string{"generate", "--model", "nope", "--tokens", "1"}, `model "nope" is neither a preset`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1,x"}, `item 2 ("x") is not a token id`},
-		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "tpu"}, `--against "tpu": want one of`},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "tpu"}, `--against "tpu": want auto, cpu, metal, metal-emu or cuda`},
 		{[]string{"selftest", "--backend", "cpu", "--filter", "no-such-check-xyz"}, `--filter "no-such-check-xyz" matches no check (mtlbench selftest --backend cpu lists them)`},
 		// A near miss of an op's name says which one.
 		{[]string{"selftest", "--backend", "cpu", "--filter", "rmsnorm"}, `--filter "rmsnorm" matches no check (did you mean "rms_norm"?; mtlbench selftest`},
