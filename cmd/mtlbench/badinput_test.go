@@ -323,3 +323,31 @@ func TestEnumFlagTypos(t *testing.T) {
 		}
 	}
 }
+
+// A --resume of 0 or less names no run: refused before any work, where 0,
+// the flag's default, would have started a new run instead.
+func TestResumeOfNoRun(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "ci", "--backend", "cpu", "--resume", "-1"}, "--resume -1: want the id of the run to finish (mtlbench runs lists them)"},
+		{[]string{"run", "ci", "--backend", "cpu", "--resume", "0"}, "--resume 0: want the id of the run to finish (mtlbench runs lists them)"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--backend", "cpu", "--resume", "0"}, "--resume 0: want the id of the run to finish (mtlbench runs lists them)"},
+	} {
+		stdout, stderr, err := mtl(t, append(tc.args, "--db", db)...)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v\nwant %s", tc.args, err, tc.want)
+		}
+		if code := exitCode(err); code != 2 {
+			t.Errorf("%v: exit %d, want 2", tc.args, code)
+		}
+		if stdout != "" || stderr != "" {
+			t.Errorf("%v: work began before the refusal:\n%s%s", tc.args, stdout, stderr)
+		}
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Errorf("a refused resume made the store %s", db)
+	}
+}

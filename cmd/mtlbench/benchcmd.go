@@ -80,6 +80,9 @@ func benchCommand() *cli.Command {
 					}
 				}
 			}
+			if err := checkResumeFlag(c); err != nil {
+				return err
+			}
 			format, err := parseRunFormat(c.String("format"))
 			if err != nil {
 				return err

@@ -152,6 +152,16 @@ func resumesRun(c *cli.Context) bool {
 	return false
 }
 
+// checkResumeFlag refuses a --resume given as 0 or less before any work:
+// no run has that id, and 0, the flag's default, would start a new run
+// where one was to be finished.
+func checkResumeFlag(c *cli.Context) error {
+	if n := c.Int64("resume"); c.IsSet("resume") && n < 1 {
+		return fmt.Errorf("--resume %d: want the id of the run to finish (mtlbench runs lists them)", n)
+	}
+	return nil
+}
+
 // recordOptions are how a command that measures waits for a results
 // database another process holds (MTLBENCH_DB_WAIT), telling note.
 func recordOptions(note func(string)) (results.RecordOptions, error) {
@@ -373,6 +383,9 @@ func runCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if err := oneSuite(c, "run"); err != nil {
+				return err
+			}
+			if err := checkResumeFlag(c); err != nil {
 				return err
 			}
 			format, err := parseRunFormat(c.String("format"))
