@@ -1078,8 +1078,9 @@ func isRange(n *yaml.Node) bool {
 // expandRanges returns an integer parameter's matrix list with its ranges
 // (the list itself, or some of its items) replaced by their values, each at
 // the range's position; ok is false when a range is bad (reported, as of
-// what: "matrix batch", or "batch" for a --set).
-func (p *parser) expandRanges(what string, spec paramSpec, list *yaml.Node) (*yaml.Node, bool) {
+// what: "matrix batch", or "batch" for a --set), a value of one outside
+// parameter name's bounds included.
+func (p *parser) expandRanges(name, what string, spec paramSpec, list *yaml.Node) (*yaml.Node, bool) {
 	items := list.Content
 	switch {
 	case isRange(list):
@@ -1111,11 +1112,32 @@ func (p *parser) expandRanges(what string, spec paramSpec, list *yaml.Node) (*ya
 		if !p.spendN(it, len(vals)) {
 			return out, false
 		}
+		// A range's values are checked here, once for the range: a range
+		// past the parameter's bounds (1-99999*2 over batch) would
+		// otherwise be said again for every value it makes.
+		if msg, hint := rangeValuesBad(name, spec, vals); msg != "" {
+			p.errorf(it, hint, "%s: range %q: %s", what, it.Value, msg)
+			ok = false
+			continue
+		}
 		for _, v := range vals {
 			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v), Line: it.Line, Column: it.Column})
 		}
 	}
 	return out, ok
+}
+
+// rangeValuesBad is checkParam's error of the first of a range's values
+// that parameter name does not take, "" when it takes them all.
+func rangeValuesBad(name string, spec paramSpec, vals []int) (msg, hint string) {
+	for _, v := range vals {
+		n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v)}
+		val := Value{Raw: n.Value, Int: int64(v), Float: float64(v), IsNum: true}
+		if msg, hint := checkParam(name, spec, n, val, true); msg != "" {
+			return msg, hint
+		}
+	}
+	return "", ""
 }
 
 func (p *parser) matrix(g *group, n *yaml.Node, hasOpKey bool) {
@@ -1142,7 +1164,7 @@ func (p *parser) matrix(g *group, n *yaml.Node, hasOpKey bool) {
 			// (1-16*2, 16-64+16, 1-8, or a comma list) or items of a list
 			// ([1-8, 16, 32]).
 			var ok bool
-			if list, ok = p.expandRanges("matrix "+e.key, spec, list); !ok {
+			if list, ok = p.expandRanges(e.key, "matrix "+e.key, spec, list); !ok {
 				continue
 			}
 		}

@@ -637,6 +637,12 @@ func TestErrors(t *testing.T) {
 		{"model param in kernel case", head + "  - name: c\n    op: rope\n    matrix: {batch: [1]}\n", []string{`t.yaml:6:14: batch is a model-case parameter, not allowed in a kernel case (only kind: model cases take it)`}},
 		{"params and matrix", head + "  - name: c\n    params: {batch: 1}\n    matrix: {batch: [2]}\n", []string{`t.yaml:6:14: batch is set in both params and matrix (keep one: a fixed value in params, or a list in matrix)`}},
 		{"matrix scalar", head + "  - name: c\n    matrix: {batch: 8}\n", []string{`t.yaml:5:21: matrix batch must be a list, got 8 (write [8], a range such as 1-16*2, or move it to params:)`}},
+		// A range past the parameter's bounds is said once, at the range,
+		// not once for each value it makes.
+		{"range past the bound", head + "  - name: c\n    matrix: {batch: 1-9223372036854775807*2}\n", []string{`t.yaml:5:21: matrix batch: range "1-9223372036854775807*2": batch must be from 1 to 65536, got 131072`}},
+		{"range item past the bound", head + "  - name: c\n    matrix: {batch: [8, 65000-70000+1000]}\n", []string{`t.yaml:5:25: matrix batch: range "65000-70000+1000": batch must be from 1 to 65536, got 66000`}},
+		{"range off the values", head + "  - name: c\n    matrix: {block_size: 8-40+8}\n", []string{`t.yaml:5:26: matrix block_size: range "8-40+8": block_size must be one of 8, 16, 32, got 24`}},
+		{"range off the step", head + "  - name: c\n    op: rope\n    matrix: {head_size: [2-6, 64]}\n", []string{`t.yaml:6:26: matrix head_size: range "2-6": head_size must be a multiple of 2, got 3`}},
 		{"matrix bad range", head + "  - name: c\n    matrix: {batch: 8-1}\n", []string{`t.yaml:5:21: matrix batch: range "8-1" ends before it starts (a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2)`}},
 		// One bound for the values a list's ranges make, whether one string
 		// or items of a list hold them, as bench's -b 1-600,601-1200.

@@ -332,7 +332,7 @@ func (s *Suite) Override(set map[string]string) error {
 			// Ranges, as a matrix list takes them (1-16*2, [1-4, 16]).
 			before := len(p.errs.list)
 			var ok bool
-			if n, ok = p.expandRanges(name, spec, n); !ok {
+			if n, ok = p.expandRanges(name, name, spec, n); !ok {
 				e := p.errs.list[before]
 				msg := e.Msg
 				if e.Hint != "" {

@@ -385,6 +385,7 @@ func TestOverrideRanges(t *testing.T) {
 		{"4-1", "--set batch=4-1: "},
 		{"1-4,2", "--set batch=1-4,2: "},
 		{"[1-2, 2]", "--set batch=[1-2, 2]: duplicate value 2 in the list"},
+		{"1-999999*2", `--set batch=1-999999*2: batch: range "1-999999*2": batch must be from 1 to 65536, got 131072`},
 	} {
 		s := mustParse(t, suite)
 		err := s.Override(map[string]string{"batch": tc.value})
