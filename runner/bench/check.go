@@ -47,6 +47,13 @@ func Check(s *suites.Suite, warn func(string)) error {
 	if err := s.Vocabulary(cfg.Name, cfg.Vocab); err != nil {
 		errs = append(errs, err.(suites.ErrorList)...)
 	}
+	kvbe, err := kvBackend(s)
+	if err != nil {
+		return err
+	}
+	if kvbe != nil {
+		defer kvbe.Close()
+	}
 	for _, c := range s.Cases {
 		if c.Kind != suites.KindModel {
 			continue
@@ -55,7 +62,11 @@ func Check(s *suites.Suite, warn func(string)) error {
 			errs = append(errs, e)
 			continue
 		}
-		for _, err := range []error{checkMoE(s, c, cfg), checkPositions(s, c, cfg), checkKVBlocks(s, c)} {
+		var kvErr error
+		if kvbe != nil {
+			_, kvErr = kvDType(s, c, kvbe, kvbe.ActDType())
+		}
+		for _, err := range []error{checkMoE(s, c, cfg), checkPositions(s, c, cfg), checkKVBlocks(s, c), kvErr} {
 			if e, ok := err.(*suites.Error); ok {
 				errs = append(errs, e)
 			} else if err != nil {
@@ -67,6 +78,23 @@ func Check(s *suites.Suite, warn func(string)) error {
 		return dedupe(errs)
 	}
 	return nil
+}
+
+// kvBackend is the backend Check asks which KV cache dtypes it keeps, as
+// run asks it (kvDType), where the suite names one and a model case sets a
+// kv_dtype: the cpu backend, which opens on any machine; nil for another,
+// which run asks on the machine that has it.
+func kvBackend(s *suites.Suite) (bridge.Backend, error) {
+	if s.Backend != "cpu" || !slices.ContainsFunc(s.Cases, func(c suites.Case) bool {
+		return c.Kind == suites.KindModel && c.Model.KVDType != "auto"
+	}) {
+		return nil, nil
+	}
+	be, err := backends.Open(s.Backend, backends.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("checking kv_dtype: %w", err)
+	}
+	return be, nil
 }
 
 // CheckModel refuses a suite whose model does not open (an unknown preset,

@@ -375,6 +375,65 @@ cases:
 	}
 }
 
+// suites validate (Check) refuses a model case's kv_dtype that the suite's
+// cpu backend does not keep, in run's words and at its value, as run
+// refuses it before any case runs; a backend it cannot ask here (auto, or
+// one only its machine opens) is left to run.
+func TestCheckKVDTypeAsRun(t *testing.T) {
+	const suite = `name: t
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: %BACKEND%
+repetitions: 1
+warmup: 0
+cases:
+  - name: d
+    params: { prompt_len: 4, gen_len: 2 }
+    matrix: { kv_dtype: [%KV%] }
+`
+	for _, tc := range []struct {
+		backend, kv string
+		want        []string // Check's and run's errors; nil: both take it
+		checkOnly   bool     // a backend this machine may not open: run is not asked
+	}{
+		{"cpu", "auto, f32", nil, false},
+		{"cpu", "f16", []string{"suite.yaml:9:26: case d/kv_dtype=f16: kv_dtype f16: the cpu backend keeps its KV cache in f32"}, false},
+		{"cpu", "auto, bf16, f16", []string{
+			"suite.yaml:9:32: case d/kv_dtype=bf16: kv_dtype bf16: the cpu backend keeps its KV cache in f32",
+			"suite.yaml:9:38: case d/kv_dtype=f16: kv_dtype f16: the cpu backend keeps its KV cache in f32"}, false},
+		{"auto", "f16", nil, true},
+		{"metal", "bf16", nil, true},
+	} {
+		s := loadSuite(t, suite, "%BACKEND%", tc.backend, "%KV%", tc.kv)
+		errs := []error{Check(s, nil)}
+		if !tc.checkOnly {
+			db := openDB(t)
+			_, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+			errs = append(errs, err)
+			if runs, _ := db.Runs(results.RunFilter{}); tc.want != nil && len(runs) != 0 {
+				t.Errorf("backend %s, kv_dtype [%s]: a refused run recorded %d runs", tc.backend, tc.kv, len(runs))
+			}
+		}
+		for i, err := range errs {
+			who := []string{"Check", "Run"}[i]
+			if tc.want == nil {
+				if err != nil {
+					t.Errorf("%s: backend %s, kv_dtype [%s]: %v", who, tc.backend, tc.kv, err)
+				}
+				continue
+			}
+			if err == nil {
+				t.Errorf("%s: backend %s, kv_dtype [%s]: no error, want %q", who, tc.backend, tc.kv, tc.want)
+				continue
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: backend %s, kv_dtype [%s]: %v, want %q", who, tc.backend, tc.kv, err, w)
+				}
+			}
+		}
+	}
+}
+
 // run refuses witness_gpu on a backend without the cost witness as it
 // refuses threads on one without goroutines, before any case runs.
 func TestRunRefusesWitnessGPUElsewhere(t *testing.T) {

@@ -1225,9 +1225,9 @@ func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedMode
 		}
 		lm.avail, lm.where = avail, where
 	}
-	kvdt, err := engine.KVDType(be, lm.src.DType(), opts.KVDType)
+	kvdt, err := kvDType(s, c, be, lm.src.DType())
 	if err != nil {
-		return nil, s.ErrorAt(c.PosOf(suites.ParamKVDType), "case %s: %v", c.Name, err)
+		return nil, err
 	}
 	cfg := lm.cfg
 	run := engine.RunConfig(be, cfg)
@@ -1251,6 +1251,17 @@ func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedMode
 		cfg, _ = cfg.WithLayers(fe.MaxLayers)
 	}
 	return cfg, nil
+}
+
+// kvDType is the KV cache dtype case c runs on be with a model of dtype
+// model, or the error, at the case's kv_dtype, of one be does not keep:
+// run's and suites validate's (Check) words.
+func kvDType(s *suites.Suite, c suites.Case, be bridge.Backend, model bridge.DType) (bridge.DType, error) {
+	dt, err := engine.KVDType(be, model, c.Model.KVDType)
+	if err != nil {
+		return 0, s.ErrorAt(c.PosOf(suites.ParamKVDType), "case %s: %v", c.Name, err)
+	}
+	return dt, nil
 }
 
 // weightFormat is the dtype a model case records: a packed model's format
