@@ -21,12 +21,13 @@ const (
 // expand turns the valid groups into cases, enforcing MaxCases before
 // allocating anything.
 func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos Pos) {
-	total, biggestN := 0, 0
+	total, biggestN, valid := 0, 0, 0
 	var biggest *group
 	for _, g := range groups {
 		if !g.ok {
 			continue
 		}
+		valid++
 		n := 1
 		for _, vals := range g.mvals {
 			n = min(n*len(vals), MaxCases+1) // saturate so huge matrices cannot overflow
@@ -41,14 +42,18 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 		if biggestN > MaxCases {
 			count = fmt.Sprintf("more than %d", MaxCases)
 		}
-		// The keys and their lengths say which list to shorten.
-		var lists []string
-		for i, k := range biggest.mkeys {
-			lists = append(lists, fmt.Sprintf("%s (%d values)", k, len(biggest.mvals[i])))
+		// The keys and their lengths say which list to shorten; with no
+		// matrix, every group is one case and the groups are too many.
+		hint := fmt.Sprintf("its %d groups are a case each; split it into suites of at most %d cases", valid, MaxCases)
+		if biggestN > 1 {
+			var lists []string
+			for i, k := range biggest.mkeys {
+				lists = append(lists, fmt.Sprintf("%s (%s)", k, plural.Of(len(biggest.mvals[i]), "value")))
+			}
+			hint = fmt.Sprintf("largest group %q at line %d has %s, its matrix %s; shorten its matrix lists",
+				biggest.name, biggest.pos.Line, caseCount(biggestN), strings.Join(lists, " × "))
 		}
-		p.errs.add(casesPos, fmt.Sprintf("largest group %q at line %d has %s cases, its matrix %s; shorten its matrix lists",
-			biggest.name, biggest.pos.Line, caseCount(biggestN), strings.Join(lists, " × ")),
-			"the suite expands to %s cases, over the limit of %d", count, MaxCases)
+		p.errs.add(casesPos, hint, "the suite expands to %s cases, over the limit of %d", count, MaxCases)
 		return
 	}
 
@@ -99,12 +104,12 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 	}
 }
 
-// caseCount is n, or "more than MaxCases" past the limit.
+// caseCount is n cases, or "more than MaxCases cases" past the limit.
 func caseCount(n int) string {
 	if n > MaxCases {
-		return fmt.Sprintf("more than %d", MaxCases)
+		return fmt.Sprintf("more than %d cases", MaxCases)
 	}
-	return fmt.Sprintf("%d", n)
+	return plural.Of(n, "case")
 }
 
 // settle gives case c the suite's params (defaults) it reads, and only

@@ -772,6 +772,16 @@ func TestErrors(t *testing.T) {
 		{"too many cases over groups", head + "  - name: a\n    matrix: {batch: [" + seq(100) + "], gen_len: [" + seq(60) + "]}\n  - name: b\n    matrix: {batch: [" + seq(100) + "], gen_len: [" + seq(50) + "]}\n", []string{
 			`t.yaml:3:1: the suite expands to 11000 cases, over the limit of 10000 (largest group "a" at line 4 has 6000 cases, its matrix batch (100 values) × gen_len (60 values); shorten its matrix lists)`,
 		}},
+		// Too many groups of a case each: no matrix to shorten.
+		{"too many groups", head + groups(10001), []string{
+			`t.yaml:3:1: the suite expands to 10001 cases, over the limit of 10000 (its 10001 groups are a case each; split it into suites of at most 10000 cases)`,
+		}},
+		{"too many groups beside a matrix of one value", head + groups(10000) + "  - name: last\n    matrix: {batch: [1]}\n", []string{
+			`t.yaml:3:1: the suite expands to 10001 cases, over the limit of 10000 (its 10001 groups are a case each; split it into suites of at most 10000 cases)`,
+		}},
+		{"too many groups beside a matrix", head + groups(9999) + "  - name: last\n    matrix: {batch: [1, 2]}\n", []string{
+			`t.yaml:3:1: the suite expands to 10001 cases, over the limit of 10000 (largest group "last" at line 10003 has 2 cases, its matrix batch (2 values); shorten its matrix lists)`,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -832,6 +842,15 @@ func TestThresholdsOnRecordedMetrics(t *testing.T) {
 }
 
 // seq is "1, 2, ..., n" for matrix lists.
+// groups is n case groups g0, g1, ..., each of one case, one a line.
+func groups(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: g%d, params: {gen_len: %d}}\n", i, i+1)
+	}
+	return b.String()
+}
+
 func seq(n int) string {
 	s := make([]string, n)
 	for i := range s {
