@@ -470,7 +470,20 @@ func (p *parser) unknownKey(k *yaml.Node, where string, known []string, fallback
 	if hint == "" {
 		hint = fallback
 	}
+	if hint == "" {
+		hint = xKeyHint(k.Value)
+	}
 	p.errorf(k, hint, "unknown key %q %s", k.Value, where)
+}
+
+// xKeyHint says, of an "x-" key below the top level, where such keys are
+// ignored: only there, so a note in a case or in params is not silently
+// dropped from what the suite says.
+func xKeyHint(key string) string {
+	if strings.HasPrefix(key, "x-") {
+		return `keys starting with "x-" are ignored at the top level only: hold shared anchors there`
+	}
+	return ""
 }
 
 func (p *parser) suite(root *yaml.Node) {
@@ -833,7 +846,11 @@ func (p *parser) paramName(kind string, k *yaml.Node, where string) (paramSpec, 
 	name := k.Value
 	spec, known := params[name]
 	if !known {
-		p.errorf(k, didYouMean(name, paramNames(kind)), "unknown key %q in %s", name, where)
+		hint := didYouMean(name, paramNames(kind))
+		if hint == "" {
+			hint = xKeyHint(name)
+		}
+		p.errorf(k, hint, "unknown key %q in %s", name, where)
 		return spec, false
 	}
 	if !spec.kinds.has(kind) {

@@ -541,6 +541,12 @@ func TestErrors(t *testing.T) {
 		}},
 		{"unknown top-level key", head + "  - name: c\nnmae: x\n", []string{`t.yaml:5:1: unknown key "nmae" at the top level (did you mean "name"?)`}},
 		{"x- keys hold anchors", head + "  - name: c\nx-shared: &s {batch: 1}\nx_shared: 1\n", []string{`t.yaml:6:1: unknown key "x_shared" at the top level (keys starting with "x-" are ignored, e.g. to hold shared anchors)`}},
+		// "x-" keys are ignored at the top level alone: below it, the
+		// error says so.
+		{"x- key in a case", head + "  - name: c\n    x-note: hi\n", []string{`t.yaml:5:5: unknown key "x-note" in case "c" (keys starting with "x-" are ignored at the top level only: hold shared anchors there)`}},
+		{"x- key in the model", "name: s\nmodel: {preset: p, x-note: hi}\ncases:\n  - name: c\n", []string{`t.yaml:2:20: unknown key "x-note" in model (keys starting with "x-" are ignored at the top level only: hold shared anchors there)`}},
+		{"x- key in params", head + "  - name: c\n    params: {x-note: hi}\n", []string{`t.yaml:5:14: unknown key "x-note" in params (keys starting with "x-" are ignored at the top level only: hold shared anchors there)`}},
+		{"x- key in a matrix", head + "  - name: c\n    matrix: {x-b: [1]}\n", []string{`t.yaml:5:14: unknown key "x-b" in matrix (keys starting with "x-" are ignored at the top level only: hold shared anchors there)`}},
 		{"param at top level", head + "  - name: c\nbatch: 8\n", []string{`t.yaml:5:1: unknown key "batch" at the top level (parameters go under params: or matrix:)`}},
 		{"duplicate key", head + "  - name: c\nname: t\n", []string{`t.yaml:5:1: duplicate key "name" (first at line 1)`}},
 		{"bad suite name", "name: Qwen_3\ncases: [{name: c, op: rope}]\n", []string{`t.yaml:1:7: bad suite name "Qwen_3" (use lowercase letters, digits and "-", e.g. "qwen3-moe")`}},
