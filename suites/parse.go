@@ -661,6 +661,10 @@ func (p *parser) thresholds(n *yaml.Node) {
 			p.errorf(v, "", "threshold %s must be a percentage >= 0 like \"5%%\", got %q", show(e.key), v.Value)
 			continue
 		}
+		if err := metrics.CheckThresholdSize(e.key, f/100); err != nil {
+			p.errorf(v, "", "threshold %s: %v", show(e.key), err)
+			continue
+		}
 		p.s.Thresholds[e.key] = f / 100
 		if p.thresholdAt == nil {
 			p.thresholdAt = map[string]Pos{}

@@ -547,6 +547,9 @@ func TestErrors(t *testing.T) {
 		{"x- key in the model", "name: s\nmodel: {preset: p, x-note: hi}\ncases:\n  - name: c\n", []string{`t.yaml:2:20: unknown key "x-note" in model (keys starting with "x-" are ignored at the top level only: hold shared anchors there)`}},
 		{"x- key in params", head + "  - name: c\n    params: {x-note: hi}\n", []string{`t.yaml:5:14: unknown key "x-note" in params (keys starting with "x-" are ignored at the top level only: hold shared anchors there)`}},
 		{"x- key in a matrix", head + "  - name: c\n    matrix: {x-b: [1]}\n", []string{`t.yaml:5:14: unknown key "x-b" in matrix (keys starting with "x-" are ignored at the top level only: hold shared anchors there)`}},
+		// A higher-is-better metric falls by at most 100%: a threshold
+		// there or past it would pass every run.
+		{"threshold past a fall to 0", head + "  - name: c\nthresholds: {decode_tok_s: 100%, ttft_ms: 300%}\n", []string{`t.yaml:5:28: threshold decode_tok_s: decode_tok_s falls by at most 100% (to 0), so a threshold of 100% would pass every run: write less than 100%`}},
 		{"param at top level", head + "  - name: c\nbatch: 8\n", []string{`t.yaml:5:1: unknown key "batch" at the top level (parameters go under params: or matrix:)`}},
 		{"duplicate key", head + "  - name: c\nname: t\n", []string{`t.yaml:5:1: duplicate key "name" (first at line 1)`}},
 		{"bad suite name", "name: Qwen_3\ncases: [{name: c, op: rope}]\n", []string{`t.yaml:1:7: bad suite name "Qwen_3" (use lowercase letters, digits and "-", e.g. "qwen3-moe")`}},

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/internal/suggest"
@@ -132,6 +133,18 @@ func CheckThreshold(metric string) error {
 	}
 	if Of(metric) == Informational {
 		return fmt.Errorf("%s is informational (no better or worse direction): no gate compares it", metric)
+	}
+	return nil
+}
+
+// CheckThresholdSize says why a threshold t (a fraction: 0.05 is 5%) on
+// metric could never act: a higher-is-better metric falls by at most all
+// of it (to 0), and the gate counts only a fall past the threshold
+// (reports/compare), so at 100% or more no run would fail.
+func CheckThresholdSize(metric string, t float64) error {
+	if Of(metric) == HigherIsBetter && t >= 1 {
+		return fmt.Errorf("%s falls by at most 100%% (to 0), so a threshold of %s%% would pass every run: write less than 100%%",
+			metric, strconv.FormatFloat(t*100, 'g', -1, 64))
 	}
 	return nil
 }

@@ -48,6 +48,37 @@ func TestCheckThreshold(t *testing.T) {
 	}
 }
 
+// A threshold a gate could never pass is refused: 100% or more of a
+// higher-is-better metric, which falls by at most all of it. A
+// lower-is-better one may grow past 100%.
+func TestCheckThresholdSize(t *testing.T) {
+	for _, c := range []struct {
+		metric string
+		t      float64
+		err    string
+	}{
+		{"decode_tok_s", 0, ""},
+		{"decode_tok_s", 0.05, ""},
+		{"decode_tok_s", 0.999, ""},
+		{"decode_tok_s", 1, "decode_tok_s falls by at most 100% (to 0), so a threshold of 100% would pass every run: write less than 100%"},
+		{"goodput_per_s", 5, "goodput_per_s falls by at most 100% (to 0), so a threshold of 500% would pass every run"},
+		{"roofline_frac", 1.5, "a threshold of 150% would pass every run"},
+		{"ttft_ms", 5, ""},
+		{"us_per_call", 1, ""},
+	} {
+		err := CheckThresholdSize(c.metric, c.t)
+		if c.err == "" {
+			if err != nil {
+				t.Errorf("%s %g: %v", c.metric, c.t, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s %g: error %v, want %q", c.metric, c.t, err, c.err)
+		}
+	}
+}
+
 // A sample's unit must be the one its metric's name says.
 func TestCheckUnit(t *testing.T) {
 	for _, c := range []struct {
