@@ -185,6 +185,13 @@ func describe(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
+		if n.Style&yaml.TaggedStyle != 0 {
+			// An explicit tag (!!float 4) makes the value what it says,
+			// whatever its text: said, so "got 4" is not a riddle.
+			plain := *n
+			plain.Style &^= yaml.TaggedStyle
+			return describe(&plain) + " (tagged " + n.ShortTag() + ")"
+		}
 		switch n.ShortTag() {
 		case "!!null":
 			return "nothing (null)"
@@ -578,6 +585,9 @@ func CheckValue(name, value string) error {
 		return fmt.Errorf("unknown parameter %q", name)
 	}
 	n := overrideNode(value) // read as YAML: 8 is a number, as in a file
+	if msg := tagError(n); msg != "" {
+		return errors.New(msg)
+	}
 	v, isInt := makeValue(n, Pos{})
 	msg, hint := checkParam(name, spec, n, v, isInt)
 	switch {

@@ -100,8 +100,54 @@ func parse(file string, data []byte) (*Suite, error) {
 	if err != nil {
 		return s, err
 	}
+	// A tag refused is said alone: what its value then fails would be
+	// said at the same place, of a value not as the file meant it.
+	if p.tags(root, true, map[*yaml.Node]bool{}); len(p.errs.list) > 0 {
+		return s, p.errs.err()
+	}
 	p.suite(root)
 	return s, p.errs.err()
+}
+
+// tagError is tags' first error of a value given outside a file (a
+// --set, a flag), message and hint; "" for none.
+func tagError(n *yaml.Node) string {
+	q := &parser{}
+	if q.tags(n, false, map[*yaml.Node]bool{}); len(q.errs.list) == 0 {
+		return ""
+	}
+	e := q.errs.list[0]
+	return e.Msg + " (" + e.Hint + ")"
+}
+
+// coreTags are the tags of YAML 1.2's core schema, which a suite's values
+// are read as, and the merge key's.
+var coreTags = []string{"!!str", "!!int", "!!float", "!!bool", "!!null", "!!map", "!!seq", "!!merge"}
+
+// tags refuses a value tagged with a tag outside the core schema (!env,
+// !!binary): nothing reads it, so the value would be taken as written and
+// not as the tag says. Values under the top level's "x-" keys are the
+// suite's to ignore, unless an alias takes them elsewhere; each node is
+// visited once.
+func (p *parser) tags(n *yaml.Node, top bool, seen map[*yaml.Node]bool) {
+	if n == nil || seen[n] {
+		return
+	}
+	seen[n] = true
+	if n.Kind == yaml.AliasNode {
+		p.tags(n.Alias, false, seen)
+		return
+	}
+	if t := n.ShortTag(); n.Style&yaml.TaggedStyle != 0 && !slices.Contains(coreTags, t) {
+		p.errorf(n, "a suite's values are read as YAML 1.2's core types (text, numbers, true/false, null, lists and maps): remove the tag",
+			"YAML tag %s is not read here", show(t))
+	}
+	for i, c := range n.Content {
+		if top && n.Kind == yaml.MappingNode && i%2 == 1 && strings.HasPrefix(n.Content[i-1].Value, "x-") {
+			continue
+		}
+		p.tags(c, false, seen)
+	}
 }
 
 func (p *parser) at(n *yaml.Node) Pos { return Pos{File: p.file, Line: n.Line, Col: n.Column} }
@@ -410,8 +456,8 @@ func (p *parser) int(n *yaml.Node, what string, min, max int64) (int64, bool) {
 		return 0, false
 	}
 	// YAML tags an integer past uint64 a float: it is still an integer,
-	// out of range.
-	tooBig := n.Kind == yaml.ScalarNode && plain(n) && decimalRE.MatchString(n.Value)
+	// out of range. One the file tags itself (!!str 1) is what it says.
+	tooBig := n.Kind == yaml.ScalarNode && plain(n) && n.Style&yaml.TaggedStyle == 0 && decimalRE.MatchString(n.Value)
 	if (n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int") && !tooBig {
 		p.errorf(n, textHint(n, "int"), "%s must be an integer, got %s", what, describe(n))
 		return 0, false

@@ -1100,3 +1100,51 @@ func TestKindFromOp(t *testing.T) {
 		}
 	}
 }
+
+// A tag outside YAML 1.2's core schema (!env, !!binary) is refused where it
+// stands, in a file, a --set and a flag's value alike: nothing reads it, so
+// the value would run as written, not as the tag says. Under the top level's
+// x- keys it is the suite's to ignore, unless an alias takes it elsewhere.
+// A core tag that makes a value another type than wanted is said with it.
+func TestTags(t *testing.T) {
+	const why = " (a suite's values are read as YAML 1.2's core types (text, numbers, true/false, null, lists and maps): remove the tag)"
+	for _, tt := range []struct {
+		name, src string
+		want      []string // nil: parses
+	}{
+		{"a custom tag", head + "  - name: c\n    params: {batch: !x 4}\n", []string{"t.yaml:5:21: YAML tag !x is not read here" + why}},
+		{"a custom tag on a map", head + "  - !case {name: c}\n", []string{"t.yaml:4:5: YAML tag !case is not read here" + why}},
+		{"a custom tag on a key", head + "  - name: c\n    params: {!k batch: 4}\n", []string{"t.yaml:5:14: YAML tag !k is not read here" + why}},
+		{"binary", "name: s\nbackend: !!binary Y3B1\ncases: [{name: c, op: rope}]\n", []string{"t.yaml:2:10: YAML tag !!binary is not read here" + why}},
+		{"through an alias from x-", "name: s\nx-b: &b !env X\ncases: [{name: c, op: rope, params: {variant: *b}}]\n", []string{"t.yaml:2:6: YAML tag !env is not read here" + why}},
+		{"under x- alone", "name: s\nx-a: !ignored {a: !x 1}\ncases: [{name: c, op: rope}]\n", nil},
+		{"core tags", "name: !!str s\ncases: !!seq [{name: c, op: rope, params: {variant: !!str 5, tokens: !!int 2}}]\n", nil},
+		{"a float tag on an integer setting", "name: s\nrepetitions: !!float 3\ncases: [{name: c, op: rope}]\n", []string{"t.yaml:2:14: repetitions must be an integer, got 3 (tagged !!float)"}},
+		{"a text tag on an integer setting", "name: s\nwarmup: !!str 1\ncases: [{name: c, op: rope}]\n", []string{`t.yaml:2:9: warmup must be an integer, got string "1" (tagged !!str)`}},
+		{"a float tag on an integer parameter", head + "  - name: c\n    params: {batch: !!float 4}\n", []string{"t.yaml:5:21: batch must be an integer, got 4 (tagged !!float)"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tt.src))
+			var got []string
+			if err != nil {
+				got = strings.Split(err.Error(), "\n")
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("errors:\n got %q\nwant %q\n--- input:\n%s", got, tt.want, tt.src)
+			}
+		})
+	}
+	for _, tt := range []struct{ name, value, want string }{
+		{"variant", "!x a", "--set variant=!x a: YAML tag !x is not read here" + why},
+		{"batch", "[1, !x 2]", "--set batch=[1, !x 2]: YAML tag !x is not read here" + why},
+		{"repetitions", "!!binary Mw==", "--set repetitions=!!binary Mw==: YAML tag !!binary is not read here" + why},
+	} {
+		s := mustParse(t, "name: s\ncases: [{name: c, op: rope}]\n")
+		if err := s.Override(map[string]string{tt.name: tt.value}); fmt.Sprint(err) != tt.want {
+			t.Errorf("--set %s=%s: %v, want %q", tt.name, tt.value, err, tt.want)
+		}
+	}
+	if err := CheckValue(ParamWitnessGPU, "!gpu M2"); fmt.Sprint(err) != "YAML tag !gpu is not read here"+why {
+		t.Errorf("CheckValue of a tagged value: %v", err)
+	}
+}

@@ -284,6 +284,9 @@ func (s *Suite) Override(set map[string]string) error {
 		value := set[name]
 		n := overrideNode(value)
 		where := fmt.Sprintf("--set %s=%s", name, value)
+		if msg := tagError(n); msg != "" {
+			return fmt.Errorf("%s: %s", where, msg)
+		}
 		if slices.Contains(settingKeys, name) {
 			before := len(p.errs.list)
 			p.setting(name, n)
