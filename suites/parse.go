@@ -509,9 +509,11 @@ func (p *parser) bool(n *yaml.Node, what string) (bool, bool) {
 }
 
 func (p *parser) unknownKey(k *yaml.Node, where string, known []string, fallback string) {
-	hint := didYouMean(k.Value, known)
-	if _, isParam := params[k.Value]; hint == "" && isParam {
-		hint = "parameters go under params: or matrix:"
+	// A key the format has elsewhere is there, whatever it is close to
+	// here (layers at the top level is model:'s, not a cases typo).
+	hint := keyElsewhere(k.Value, where)
+	if hint == "" {
+		hint = didYouMean(k.Value, known)
 	}
 	if hint == "" {
 		hint = fallback
@@ -520,6 +522,27 @@ func (p *parser) unknownKey(k *yaml.Node, where string, known []string, fallback
 		hint = xKeyHint(k.Value)
 	}
 	p.errorf(k, hint, "unknown key %q %s", k.Value, where)
+}
+
+// keyElsewhere says where a key of the suite's format that is unknown
+// where it stands belongs (seed at the top level is model:'s, matrix a
+// case's), so a key written at the wrong depth is not told only that it
+// is unknown; "" for a key the format has nowhere.
+func keyElsewhere(key, where string) string {
+	var at []string
+	if slices.Contains(modelKeys, key) && where != "in model" {
+		at = append(at, fmt.Sprintf("model: takes it (model: {%s: ...})", key))
+	}
+	if slices.Contains(caseKeys, key) && !strings.HasPrefix(where, "in case") {
+		at = append(at, "each case under cases: takes it")
+	}
+	if _, isParam := params[key]; isParam {
+		at = append(at, "parameters go under params: or matrix:")
+	}
+	if slices.Contains(topKeys, key) && where != "at the top level" {
+		at = append(at, "it is a key of the top level")
+	}
+	return strings.Join(at, "; ")
 }
 
 // xKeyHint says, of an "x-" key below the top level, where such keys are

@@ -550,6 +550,15 @@ func TestErrors(t *testing.T) {
 		// A higher-is-better metric falls by at most 100%: a threshold
 		// there or past it would pass every run.
 		{"threshold past a fall to 0", head + "  - name: c\nthresholds: {decode_tok_s: 100%, ttft_ms: 300%}\n", []string{`t.yaml:5:28: threshold decode_tok_s: decode_tok_s falls by at most 100% (to 0), so a threshold of 100% would pass every run: write less than 100%`}},
+		// A key the format has at another depth says where it goes, not
+		// a near key of this one (layers is not a typo of cases).
+		{"model key at the top level", head + "  - name: c\nlayers: 2\n", []string{`t.yaml:5:1: unknown key "layers" at the top level (model: takes it (model: {layers: ...}); parameters go under params: or matrix:)`}},
+		{"seed at the top level", head + "  - name: c\nseed: 2\n", []string{`t.yaml:5:1: unknown key "seed" at the top level (model: takes it (model: {seed: ...}))`}},
+		{"matrix at the top level", head + "  - name: c\nmatrix: {batch: [1, 2]}\n", []string{`t.yaml:5:1: unknown key "matrix" at the top level (each case under cases: takes it)`}},
+		{"model key in a case", head + "  - name: c\n    preset: gpt2\n", []string{`t.yaml:5:5: unknown key "preset" in case "c" (model: takes it (model: {preset: ...}))`}},
+		{"top-level key in a case", head + "  - name: c\n    repetitions: 2\n", []string{`t.yaml:5:5: unknown key "repetitions" in case "c" (it is a key of the top level)`}},
+		{"param in the model", "name: s\nmodel: {preset: p, batch: 2}\ncases:\n  - name: c\n", []string{`t.yaml:2:20: unknown key "batch" in model (parameters go under params: or matrix:)`}},
+		{"top-level key in the model", "name: s\nmodel: {preset: p, backend: cpu}\ncases:\n  - name: c\n", []string{`t.yaml:2:20: unknown key "backend" in model (it is a key of the top level)`}},
 		{"param at top level", head + "  - name: c\nbatch: 8\n", []string{`t.yaml:5:1: unknown key "batch" at the top level (parameters go under params: or matrix:)`}},
 		{"duplicate key", head + "  - name: c\nname: t\n", []string{`t.yaml:5:1: duplicate key "name" (first at line 1)`}},
 		{"bad suite name", "name: Qwen_3\ncases: [{name: c, op: rope}]\n", []string{`t.yaml:1:7: bad suite name "Qwen_3" (use lowercase letters, digits and "-", e.g. "qwen3-moe")`}},
