@@ -179,7 +179,7 @@ func makeValue(n *yaml.Node, p Pos) (v Value, isInt bool) {
 
 // describe names what a node is, for "must be X, got Y" messages.
 func describe(n *yaml.Node) string {
-	switch n.Kind {
+	switch n = resolve(n); n.Kind {
 	case yaml.MappingNode:
 		return "a map"
 	case yaml.SequenceNode:

@@ -354,7 +354,11 @@ func (s *Suite) Override(set map[string]string) error {
 		var vals []Value
 		seen := map[string]bool{}
 		for _, it := range items {
-			if it.Kind != yaml.ScalarNode {
+			// An alias is its anchor's value ([&a 1, *a] is 1 twice).
+			if it = resolve(it); it.Kind != yaml.ScalarNode {
+				if n.Kind == yaml.SequenceNode {
+					return fmt.Errorf("%s: %s takes a list of single values, but an item is %s", where, name, describe(it))
+				}
 				return fmt.Errorf("%s: %s takes a value or a list of values, not %s", where, name, describe(it))
 			}
 			v, isInt := makeValue(it, Pos{File: "--set"})

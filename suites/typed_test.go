@@ -385,6 +385,11 @@ func TestOverrideRanges(t *testing.T) {
 		{"4-1", "--set batch=4-1: "},
 		{"1-4,2", "--set batch=1-4,2: "},
 		{"[1-2, 2]", "--set batch=[1-2, 2]: duplicate value 2 in the list"},
+		// An alias in the list is its anchor's value; an item that is no
+		// single value is said as such.
+		{"[&a 1, *a]", "--set batch=[&a 1, *a]: duplicate value 1 in the list"},
+		{"[&a 1, 2]", "[m/batch=1 m/batch=2]"},
+		{"[1, [2]]", "--set batch=[1, [2]]: batch takes a list of single values, but an item is a list"},
 		{"1-999999*2", `--set batch=1-999999*2: batch: range "1-999999*2": batch must be from 1 to 65536, got 131072`},
 	} {
 		s := mustParse(t, suite)
