@@ -34,6 +34,8 @@ func FuzzParse(f *testing.F) {
 		head + "  - name: c\nthresholds: {decode_tok_s: 100%, ttft_ms: 300%, prefill_tok_s: 99.9%}\n",
 		"name: !!str s\nx-a: &a !env X\nrepetitions: !!float 3\nwarmup: !!str 1\ncases: [!c {name: c, op: rope, params: {variant: *a, tokens: !!binary Mw==}}]\n",
 		"name: s\nseed: 1\nmatrix: {batch: [1]}\nmodel: {preset: p, batch: 2, backend: cpu}\ncases: [{name: c, preset: p, repetitions: 2}]\n",
+		mergeBomb("params"),
+		mergeBomb("matrix"),
 		// More groups of a case each than a suite holds.
 		head + groups(MaxCases+1),
 	} {

@@ -1127,16 +1127,22 @@ func (p *parser) caseEntry(n *yaml.Node, i int, suiteParams map[string]Value) *g
 }
 
 // hasKey reports whether map n holds key, a merge key's maps (<<: *a,
-// <<: [*a, *b]) included, as the parser reads them.
+// <<: [*a, *b]) included, as the parser reads them. Each map is looked at
+// once: maps merging one map many times over, nested, would otherwise be
+// walked once for each path to it, exponentially many from a few lines.
 func hasKey(n *yaml.Node, key string) bool {
-	return hasKeyDepth(n, key, 0)
+	return hasKeySeen(n, key, map[*yaml.Node]bool{})
 }
 
-func hasKeyDepth(n *yaml.Node, key string, depth int) bool {
-	if n == nil || depth > 16 { // merges nest shallowly; a cycle stops here
+func hasKeySeen(n *yaml.Node, key string, seen map[*yaml.Node]bool) bool {
+	if n == nil {
 		return false
 	}
 	n = resolve(n)
+	if seen[n] { // a map merged twice, or a cycle
+		return false
+	}
+	seen[n] = true
 	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
 		k := resolve(n.Content[i])
 		if k.Value == key {
@@ -1151,7 +1157,7 @@ func hasKeyDepth(n *yaml.Node, key string, depth int) bool {
 			merged = v.Content
 		}
 		for _, m := range merged {
-			if hasKeyDepth(m, key, depth+1) {
+			if hasKeySeen(m, key, seen) {
 				return true
 			}
 		}

@@ -991,6 +991,44 @@ func TestList(t *testing.T) {
 // Aliases let a small file reference the same big node many times; the
 // work budget must stop the parse and say why. The budget counts nodes, so
 // the bound holds whatever the machine's speed.
+// mergeBomb is a suite whose map x-16 merges x-15 ten times over, and so
+// on down to x-0: a few lines, and 10^16 paths to x-0 through the merges.
+// where is the case's key that takes it (params or matrix).
+func mergeBomb(where string) string {
+	var b strings.Builder
+	b.WriteString("name: s\nmodel: {preset: p}\nx-0: &l0 {batch: [1]}\n")
+	for i := 1; i <= 16; i++ {
+		fmt.Fprintf(&b, "x-%d: &l%d {<<: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", "))
+	}
+	fmt.Fprintf(&b, "cases:\n  - name: c\n    %s: *l16\n", where)
+	return b.String()
+}
+
+// Maps merged many times over, nested, are read once each, wherever the
+// case takes them: the parser's look for an op (which makes a case without
+// kind: a kernel case) walked every path through the merges, and a 1 KB
+// file hung validate and run.
+func TestMergeBlowup(t *testing.T) {
+	for _, tc := range []struct{ where, want string }{
+		{"params", `t.yaml:3:18: batch must be a single value, got a list (put lists under matrix:)`},
+		{"matrix", ""},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Parse("t.yaml", []byte(mergeBomb(tc.where)))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+				t.Errorf("%s: %v, want %q", tc.where, err, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: Parse of nested merges did not return in 10s", tc.where)
+		}
+	}
+}
+
 func TestAliasBlowup(t *testing.T) {
 	src := "name: s\nmodel: {preset: p}\nx-case: &c {name: c, matrix: {batch: [" + seq(2000) + "]}}\ncases: [" +
 		strings.Repeat("*c, ", 20000) + "*c]\n"
