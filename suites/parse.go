@@ -919,7 +919,10 @@ func (p *parser) paramName(kind string, k *yaml.Node, where string) (paramSpec, 
 	name := k.Value
 	spec, known := params[name]
 	if !known {
-		hint := didYouMean(name, paramNames(kind))
+		hint := keyElsewhere(name, "in "+where)
+		if hint == "" {
+			hint = didYouMean(name, paramNames(kind))
+		}
 		if hint == "" {
 			hint = xKeyHint(name)
 		}
