@@ -36,6 +36,7 @@ func FuzzParse(f *testing.F) {
 		"name: s\nseed: 1\nmatrix: {batch: [1]}\nmodel: {preset: p, batch: 2, backend: cpu}\ncases: [{name: c, preset: p, repetitions: 2}]\n",
 		mergeBomb("params"),
 		mergeBomb("matrix"),
+		mergeList(2000, 600),
 		// More groups of a case each than a suite holds.
 		head + groups(MaxCases+1),
 	} {

@@ -385,6 +385,11 @@ func (p *parser) collect(n *yaml.Node, out *[]entry, index map[string]int, merge
 			if src.Kind == yaml.SequenceNode {
 				list = src.Content
 			}
+			// Each map a merge names is work, read again wherever the
+			// merge is: a list of many aliases taken by many cases too.
+			if !p.spendN(v, len(list)) {
+				return
+			}
 			for _, m := range list {
 				m = resolve(m)
 				if m.Kind != yaml.MappingNode {
