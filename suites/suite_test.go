@@ -1215,3 +1215,30 @@ func TestTags(t *testing.T) {
 		t.Errorf("CheckValue of a tagged value: %v", err)
 	}
 }
+
+// Whether a case records the decode metrics (gen_len 1 at a range_ratio
+// may draw outputs of 2) is looked up only for a threshold, and stops at the
+// first request that decodes: every case of a million requests drew them
+// all when a suite was parsed, 1000 such cases for tens of seconds, in
+// every command that reads a suite.
+func TestThresholdsDrawFew(t *testing.T) {
+	const cases = "cases:\n  - name: c\n    params: {gen_len: 1, range_ratio: 0.9, requests: 1048576}\n    matrix: {prompt_len: 1-100, batch: 1-10}\n"
+	for _, tc := range []struct{ name, src, want string }{
+		{"no thresholds", "name: s\nmodel: {preset: p}\n" + cases, ""},
+		{"a decode threshold", "name: s\nmodel: {preset: p}\nthresholds: {decode_tok_s: 5%}\n" + cases, ""},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Parse("t.yaml", []byte(tc.src))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Parse of 1000 cases of a million requests did not return in 5s", tc.name)
+		}
+	}
+}

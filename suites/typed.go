@@ -103,8 +103,13 @@ func (m ModelParams) decodes(seed uint64) bool {
 	if lo > 1 || hi <= 1 {
 		return lo > 1
 	}
-	_, gens := reqlen.Draw(m.Requests, m.PromptLen, m.GenLen, m.RangeRatio, seed)
-	return slices.ContainsFunc(gens, func(g int) bool { return g > 1 })
+	// Stopped at the first that decodes: most cases find one at once.
+	found := false
+	reqlen.Each(m.Requests, m.PromptLen, m.GenLen, m.RangeRatio, seed, func(_, g int) bool {
+		found = g > 1
+		return !found
+	})
+	return found
 }
 
 // LenBounds are the lengths a request draws from around n at range ratio

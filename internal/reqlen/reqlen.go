@@ -28,11 +28,25 @@ func Bounds(n int, r float64, least int) (lo, hi int) {
 // least 1), seeded so every repetition, build and check sees the same ones.
 func Draw(requests, promptLen, genLen int, r float64, seed uint64) (prompt, gen []int) {
 	prompt, gen = make([]int, requests), make([]int, requests)
+	i := 0
+	Each(requests, promptLen, genLen, r, seed, func(p, g int) bool {
+		prompt[i], gen[i] = p, g
+		i++
+		return true
+	})
+	return prompt, gen
+}
+
+// Each calls f with each request's prompt and output lengths in turn, as
+// Draw draws them, until f returns false: a check that stops at the first
+// request it looks for need not draw a million.
+func Each(requests, promptLen, genLen int, r float64, seed uint64, f func(prompt, gen int) bool) {
 	plo, phi := Bounds(promptLen, r, 1)
 	glo, ghi := Bounds(genLen, r, 1)
 	rng := rand.New(rand.NewPCG(seed, 13))
-	for i := range prompt {
-		prompt[i], gen[i] = plo+rng.IntN(phi-plo+1), glo+rng.IntN(ghi-glo+1)
+	for range requests {
+		if !f(plo+rng.IntN(phi-plo+1), glo+rng.IntN(ghi-glo+1)) {
+			return
+		}
 	}
-	return prompt, gen
 }
