@@ -238,9 +238,14 @@ func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 	mp := c.Model
 	n, what := cfg.Context()
 	// With a range ratio, the longest request the run draws must fit, not
-	// the longest the range allows, which none may reach.
-	i, prompt, gen := caseWorkload(s, mp).longest()
-	if n <= 0 || mp.Depth+prompt+gen <= n {
+	// the longest the range allows, which none may reach; where that one
+	// fits, nothing is drawn.
+	w := caseWorkload(s, mp)
+	if p, g := w.maxLens(); n <= 0 || mp.Depth+p+g <= n {
+		return nil
+	}
+	i, prompt, gen := w.longest()
+	if mp.Depth+prompt+gen <= n {
 		return nil
 	}
 	lens := fmt.Sprintf("prompt_len %d + gen_len %d", prompt, gen)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
@@ -559,4 +560,56 @@ func runFirstCase(t *testing.T, s *suites.Suite) map[string]float64 {
 		t.Fatal(err)
 	}
 	return caseMetrics(t, db, sum.Cases[0].ID)
+}
+
+// The longest request a case draws is the one a scan of every request
+// finds, the first of that length, though the draws stop at the first as
+// long as the range allows.
+func TestLongestIsTheScan(t *testing.T) {
+	for _, w := range []Workload{
+		{Requests: 3, PromptLen: 8, GenLen: 4},
+		{Requests: 1000, PromptLen: 100, GenLen: 2, RangeRatio: 0.9, Seed: 1},
+		{Requests: 1000, PromptLen: 2000, GenLen: 2000, RangeRatio: 0.5, Seed: 3},
+		{Requests: 50, PromptLen: 1, GenLen: 1, RangeRatio: 0.5, Seed: 2},
+	} {
+		var i, prompt, gen int
+		if w.RangeRatio <= 0 {
+			prompt, gen = w.PromptLen, w.GenLen
+		} else {
+			prompts, gens := w.Lengths()
+			for j := range prompts {
+				if prompts[j]+gens[j] > prompt+gen {
+					i, prompt, gen = j, prompts[j], gens[j]
+				}
+			}
+		}
+		if gi, gp, gg := w.longest(); gi != i || gp != prompt || gg != gen {
+			t.Errorf("%+v: longest request %d of %d+%d, the scan's %d of %d+%d", w, gi, gp, gg, i, prompt, gen)
+		}
+	}
+}
+
+// A suite of many cases of a million requests at a range_ratio is checked
+// without drawing them where the longest the range allows fits the model's
+// positions: it drew every request of every case, 1000 cases for tens of
+// seconds before suites validate or run said a word.
+func TestCheckDrawsFew(t *testing.T) {
+	s := loadSuite(t, `name: draws
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+cases:
+  - name: c
+    params: { gen_len: 4, range_ratio: 0.9, requests: 1048576 }
+    matrix: { prompt_len: 1-100, batch: 1-10 }
+`)
+	done := make(chan error, 1)
+	go func() { done <- Check(s, nil) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Check of 1000 cases of a million requests did not return in 5s")
+	}
 }

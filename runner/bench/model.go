@@ -70,12 +70,17 @@ func (w Workload) longest() (i, prompt, gen int) {
 	if w.RangeRatio <= 0 {
 		return 0, w.PromptLen, w.GenLen // every request's, with nothing drawn
 	}
-	prompts, gens := w.Lengths()
-	for j := range prompts {
-		if prompts[j]+gens[j] > prompt+gen {
-			i, prompt, gen = j, prompts[j], gens[j]
+	// Stopped at the first request as long as the range allows: none
+	// after it is longer, and a million need not be drawn to know it.
+	mp, mg := w.maxLens()
+	j := 0
+	reqlen.Each(w.Requests, w.PromptLen, w.GenLen, w.RangeRatio, w.Seed, func(p, g int) bool {
+		if p+g > prompt+gen {
+			i, prompt, gen = j, p, g
 		}
-	}
+		j++
+		return prompt+gen < mp+mg
+	})
 	return i, prompt, gen
 }
 
