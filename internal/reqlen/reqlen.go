@@ -41,12 +41,21 @@ func Draw(requests, promptLen, genLen int, r float64, seed uint64) (prompt, gen 
 // Draw draws them, until f returns false: a check that stops at the first
 // request it looks for need not draw a million.
 func Each(requests, promptLen, genLen int, r float64, seed uint64, f func(prompt, gen int) bool) {
+	next := Stream(promptLen, genLen, r, seed)
+	for range requests {
+		if !f(next()) {
+			return
+		}
+	}
+}
+
+// Stream returns the requests' lengths one a call, in Draw's order, for a
+// caller that takes them as it goes (a scheduler seating requests).
+func Stream(promptLen, genLen int, r float64, seed uint64) func() (prompt, gen int) {
 	plo, phi := Bounds(promptLen, r, 1)
 	glo, ghi := Bounds(genLen, r, 1)
 	rng := rand.New(rand.NewPCG(seed, 13))
-	for range requests {
-		if !f(plo+rng.IntN(phi-plo+1), glo+rng.IntN(ghi-glo+1)) {
-			return
-		}
+	return func() (int, int) {
+		return plo + rng.IntN(phi-plo+1), glo + rng.IntN(ghi-glo+1)
 	}
 }

@@ -613,3 +613,27 @@ cases:
 		t.Fatal("Check of 1000 cases of a million requests did not return in 5s")
 	}
 }
+
+// A kv_blocks the scheduler's own run decides (with a range_ratio) draws
+// the requests as it seats them: every request of a million was drawn for
+// each of the two runs a case makes, 1000 cases for 40 seconds.
+func TestCheckSeatsDrawFew(t *testing.T) {
+	s := loadSuite(t, `name: seats
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+params: { gen_len: 64, range_ratio: 0.5, requests: 1048576, kv_blocks: 900, batch: 64 }
+cases:
+  - name: c
+    matrix: { prompt_len: 100-199, max_seqs: 64-73 }
+`)
+	done := make(chan error, 1)
+	go func() { done <- Check(s, nil) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Check of 1000 cases of a million requests seated by kv_blocks did not return in 15s")
+	}
+}

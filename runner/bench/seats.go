@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/mtlbench/mtlbench/internal/reqlen"
 	"github.com/mtlbench/mtlbench/runner/cache"
 	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/sched"
@@ -42,7 +43,9 @@ func mostSideBySide(w Workload, blocks, blockSize, budget, maxSeqs, enough int) 
 		return 0, false
 	}
 	s := sched.New(sched.Config{TokenBudget: budget, MaxSeqs: maxSeqs}, kv)
-	prompts, gens := w.Lengths()
+	// Drawn as they are seated: a case of a million requests that decides
+	// within its first few draws no more (Lengths' order).
+	lengths := reqlen.Stream(w.PromptLen, w.GenLen, w.RangeRatio, w.Seed)
 	n, queue := w.Requests, w.Requests
 	if maxSeqs > 0 {
 		queue = maxSeqs
@@ -50,8 +53,9 @@ func mostSideBySide(w Workload, blocks, blockSize, budget, maxSeqs, enough int) 
 	next, work := 0, 0
 	for next < n || s.Pending() {
 		for next < n && s.Waiting() < queue {
-			p := w.Depth + prompts[next]
-			q := &sched.Seq{ID: next, Tokens: make([]int32, p, p+gens[next]), Prompt: p, MaxNew: gens[next], Split: w.Depth}
+			pl, gl := lengths()
+			p := w.Depth + pl
+			q := &sched.Seq{ID: next, Tokens: make([]int32, p, p+gl), Prompt: p, MaxNew: gl, Split: w.Depth}
 			if s.Add(q) != nil {
 				return most, false
 			}
