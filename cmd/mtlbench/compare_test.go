@@ -944,6 +944,10 @@ func TestThresholdSpelling(t *testing.T) {
 	for _, tc := range []struct{ value, want string }{
 		{"decode_tok_s:5%", `--threshold decode_tok_s:5%: want a percentage >= 0 like 5%, got "decode_tok_s:5%"; one metric's is METRIC=PERCENT: --threshold decode_tok_s=5%`},
 		{"five", `--threshold five: want a percentage like 5%, got "five" (or METRIC=PERCENT for one metric)`},
+		// A rate falls by at most 100%: past it a threshold passes every run.
+		{"decode_tok_s=500%", "--threshold decode_tok_s=500%: decode_tok_s falls by at most 100% (to 0), so a threshold of 500% would pass every run: write less than 100%"},
+		{"prefill_tok_s=100%", "--threshold prefill_tok_s=100%: prefill_tok_s falls by at most 100% (to 0), so a threshold of 100% would pass every run"},
+		{"150%", "--threshold 150%: the gated rates (decode_tok_s, ...) fall by at most 100%, so it would pass every run on them"},
 	} {
 		_, errOut, code := cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand", "--threshold", tc.value)
 		if code != 2 || !strings.Contains(errOut, tc.want) {

@@ -259,6 +259,14 @@ func thresholdFlags(c *cli.Context) ([]thresholdFlag, error) {
 			if err := metrics.CheckThreshold(metric); err != nil {
 				return nil, fmt.Errorf("--threshold %s: %w (%s)", v, err, metrics.ThresholdHint(metric))
 			}
+			if err := metrics.CheckThresholdSize(metric, t); err != nil {
+				return nil, fmt.Errorf("--threshold %s: %w", v, err)
+			}
+		} else if t >= 1 {
+			// One value for every gated metric: the rates among them fall
+			// by at most 100%, so it would pass every run on them, as a
+			// suite's threshold would (metrics.CheckThresholdSize).
+			return nil, fmt.Errorf("--threshold %s: the gated rates (decode_tok_s, ...) fall by at most 100%%, so it would pass every run on them: write less than 100%%, or METRIC=PERCENT for a time or size that may grow more", v)
 		}
 		out = append(out, thresholdFlag{metric, t})
 	}
