@@ -263,8 +263,9 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 		}
 		if !isInt {
 			// YAML tags an integer past uint64 a float: it is still an
-			// integer, out of range (as parser.int says of one).
-			if (v.IsNum && tag == "!!int") || (plain(n) && decimalRE.MatchString(n.Value)) {
+			// integer, out of range (as parser.int says of one). One the
+			// file tags itself (!!float 4) is what it says.
+			if (v.IsNum && tag == "!!int") || (plain(n) && n.Style&yaml.TaggedStyle == 0 && decimalRE.MatchString(n.Value)) {
 				return fmt.Sprintf("%s is out of range: %s", name, show(n.Value)), ""
 			}
 			return fmt.Sprintf("%s must be an integer, got %s", name, describe(n)), textHint(n, "int")
