@@ -110,6 +110,12 @@ func benchCommand() *cli.Command {
 					return fmt.Errorf("--%s: %w", l.flag, err)
 				}
 			}
+			// An unusable --backend is said as every command says it, with
+			// the other flags' problems, before anything is printed.
+			berr := backendFlag(c)
+			if berr != nil {
+				spec.Backend = "auto"
+			}
 			text, err := spec.yaml()
 			if err != nil {
 				return err
@@ -117,7 +123,10 @@ func benchCommand() *cli.Command {
 			// Checked before it is printed too: a printed suite runs.
 			s, err := suites.Parse("bench", text)
 			if err != nil {
-				return benchFlagErrors(text, err)
+				return errors.Join(benchFlagErrors(text, err), berr)
+			}
+			if berr != nil {
+				return berr
 			}
 			if c.Bool("print-suite") {
 				// What suites validate checks, the model's configuration

@@ -47,6 +47,9 @@ func modelFlags() []cli.Flag {
 // openEngine opens the backend and the model the flags name; against is
 // --against's backend, or nil.
 func openEngine(c *cli.Context, kvTokens int, against bridge.Backend) (*engine.Engine, func(), error) {
+	if err := backendFlag(c); err != nil {
+		return nil, nil, err
+	}
 	be, err := openBackend(c, c.String("backend"))
 	if err != nil {
 		// As --against's is named (checkAgainst).

@@ -497,7 +497,7 @@ func TestErrorsAreClear(t *testing.T) {
 		// line of that suite.
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--dtype", "q9", "--db", filepath.Join(dir, "r.db")}, `--dtype: unknown dtype "q9" (did you mean "q2"?)`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--backend", "tpu", "--dtype", "q9", "--db", filepath.Join(dir, "r.db")},
-			"--dtype: unknown dtype \"q9\" (did you mean \"q2\"?)\n--backend: unknown backend \"tpu\""},
+			"--dtype: unknown dtype \"q9\" (did you mean \"q2\"?)\n--backend \"tpu\": want auto, cpu, metal, metal-emu or cuda"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--witness-gpu", "M9", "--db", filepath.Join(dir, "r.db")}, `--witness-gpu: unknown Apple GPU "M9"`},
 		{[]string{"bench", "-m", "nope", "--db", filepath.Join(dir, "r.db")}, `--model: model "nope" is neither a preset`},
 	} {

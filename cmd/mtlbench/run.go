@@ -314,6 +314,9 @@ func backendOptions(threads int) (backends.Options, error) {
 // the environment's options), the one way for the commands that take
 // both; it refuses --threads where that backend takes none.
 func openBackendFlag(c *cli.Context) (bridge.Backend, bridge.DeviceInfo, error) {
+	if err := backendFlag(c); err != nil {
+		return nil, bridge.DeviceInfo{}, err
+	}
 	bo, err := backendOptions(c.Int("threads"))
 	if err != nil {
 		return nil, bridge.DeviceInfo{}, err
@@ -328,6 +331,15 @@ func openBackendFlag(c *cli.Context) (bridge.Backend, bridge.DeviceInfo, error) 
 		return nil, bridge.DeviceInfo{}, err
 	}
 	return be, info, nil
+}
+
+// backendFlag refuses a --backend that names no backend, before the
+// command prints or opens anything; empty leaves the choice to the suite.
+func backendFlag(c *cli.Context) error {
+	if name := c.String("backend"); name != "" {
+		return enumFlag("--backend", name, backends.Names...)
+	}
+	return nil
 }
 
 // threadsUsage is --threads' help wherever a command opens a backend.
@@ -383,6 +395,9 @@ func runCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if err := oneSuite(c, "run"); err != nil {
+				return err
+			}
+			if err := backendFlag(c); err != nil {
 				return err
 			}
 			if err := checkResumeFlag(c); err != nil {

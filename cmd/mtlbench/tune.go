@@ -193,6 +193,9 @@ func tuneRun(c *cli.Context) error {
 			kernels = append(kernels, name)
 		}
 	}
+	if err := backendFlag(c); err != nil {
+		return err
+	}
 	name := c.String("backend")
 	if name == "" && s != nil {
 		name = s.Backend

@@ -463,22 +463,28 @@ func TestFlagValueOfWrongType(t *testing.T) {
 	}
 }
 
-// An unknown --backend is named with the flag and the near miss, or with
-// every backend as a list, not as Go prints a slice ([auto cpu ...]),
-// whatever the command.
+// An unknown --backend is named with the flag, the near miss and every
+// backend as a list, not as Go prints a slice ([auto cpu ...]), whatever
+// the command, and before the command prints anything (run's suite header).
 func TestUnknownBackendFlag(t *testing.T) {
+	const all = "want auto, cpu, metal, metal-emu or cuda"
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"selftest", "--backend", "vulkan"}, `--backend vulkan: unknown backend "vulkan" (want one of auto, cpu, metal, metal-emu, cuda)`},
-		{[]string{"generate", "-m", "qwen3-moe-mini", "--tokens", "1", "--backend", "mtal"}, `--backend mtal: unknown backend "mtal" (did you mean "metal"?)`},
-		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--backend", "cpuu", "--dry-run"}, `--backend cpuu: unknown backend "cpuu" (did you mean "cpu"?)`},
-		{[]string{"run", "kernels", "--backend", "cpuu", "--db", filepath.Join(t.TempDir(), "r.db")}, `--backend cpuu: unknown backend "cpuu" (did you mean "cpu"?)`},
+		{[]string{"selftest", "--backend", "vulkan"}, `--backend "vulkan": ` + all},
+		{[]string{"generate", "-m", "qwen3-moe-mini", "--tokens", "1", "--backend", "mtal"}, `--backend "mtal": ` + all + ` (did you mean "metal"?)`},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--backend", "cpuu", "--dry-run"}, `--backend "cpuu": ` + all + ` (did you mean "cpu"?)`},
+		{[]string{"run", "kernels", "--backend", "cpuu", "--db", filepath.Join(t.TempDir(), "r.db")}, `--backend "cpuu": ` + all + ` (did you mean "cpu"?)`},
+		{[]string{"run", "ci", "--backend", "nosuch", "--db", filepath.Join(t.TempDir(), "r.db")}, `--backend "nosuch": ` + all},
+		{[]string{"bench", "-m", "gpt2", "--backend", "nosuch", "--db", filepath.Join(t.TempDir(), "r.db")}, `--backend "nosuch": ` + all},
 	} {
-		_, _, err := mtl(t, tc.args...)
-		if exitCode(err) != 2 || !strings.HasPrefix(err.Error(), tc.want) {
+		stdout, stderr, err := mtl(t, tc.args...)
+		if exitCode(err) != 2 || err.Error() != tc.want {
 			t.Errorf("%v: exit %d, %v; want 2 and %q", tc.args, exitCode(err), err, tc.want)
+		}
+		if stdout != "" || stderr != "" {
+			t.Errorf("%v: printed before refusing --backend:\nstdout: %q\nstderr: %q", tc.args, stdout, stderr)
 		}
 	}
 }
