@@ -280,7 +280,9 @@ func TestTuneKernelAndShapeFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--kernel", "matmull", "--shape", "m=1,n=64,k=64"}, `kernel "matmull" has no tunables on the cpu backend (tunable: matmul, moe; did you mean "matmul"?)`},
+		{[]string{"--kernel", "matmull", "--shape", "m=1,n=64,k=64"}, `--kernel "matmull": kernel "matmull" has no tunables on the cpu backend (tunable: matmul, moe; did you mean "matmul"?)`},
+		{[]string{"--kernel", "matmul,moee", "--shape", "m=1,n=64,k=64"}, `--kernel "matmul,moee": kernel "moee" has no tunables on the cpu backend (tunable: matmul, moe; did you mean "moe"?)`},
+		{[]string{"../../suites/ci.yaml", "--kernel", "moee"}, `--kernel "moee": kernel "moee" has no tunables on the cpu backend (tunable: matmul, moe; did you mean "moe"?)`},
 		{[]string{"--kernel", "matmul", "--shape", "m=0,n=64,k=64"}, `--shape "m=0,n=64,k=64": m=0 is not a positive integer`},
 		{[]string{"--kernel", "matmul", "--shape", "m=-1,n=64,k=64"}, `--shape "m=-1,n=64,k=64": m=-1 is not a positive integer`},
 		{[]string{"--kernel", "matmul", "--shape", "m=1,,n=64"}, `--shape "m=1,,n=64": an empty item between separators`},

@@ -215,6 +215,12 @@ func tuneRun(c *cli.Context) error {
 	if err := bench.ThreadsFlag(c.Int("threads"), be.Info().Backend, be); err != nil {
 		return err
 	}
+	// A kernel the backend does not tune is a mistyped flag: say which.
+	for _, k := range kernels {
+		if _, err := tune.Find(be.Info().Backend, k); err != nil {
+			return fmt.Errorf("--kernel %q: %w", c.String("kernel"), err)
+		}
+	}
 
 	var buckets []tuner.Bucket
 	if s != nil {
