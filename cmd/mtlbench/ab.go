@@ -464,6 +464,9 @@ func executable(path, flag string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", flag, readfile.PathError(abs, err))
 	}
+	if st.IsDir() { // said as readfile says a folder given for a file
+		return "", fmt.Errorf("%s: %w", flag, readfile.NotA(path+": a folder, not an executable file"))
+	}
 	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 		return "", fmt.Errorf("%s %s: not an executable file", flag, path)
 	}

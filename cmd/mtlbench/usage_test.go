@@ -325,6 +325,30 @@ func TestMissingPathFlag(t *testing.T) {
 	}
 }
 
+// A folder given for either binary of ab is said to be a folder, and a file
+// that cannot run to be no executable file, each naming the flag.
+func TestABBinaryFlags(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("not a program\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "r.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--baseline-bin", dir}, "--baseline-bin: " + dir + ": a folder, not an executable file"},
+		{[]string{"--baseline-bin", os.Args[0], "--candidate-bin", dir}, "--candidate-bin: " + dir + ": a folder, not an executable file"},
+		{[]string{"--baseline-bin", plain}, "--baseline-bin " + plain + ": not an executable file"},
+	} {
+		_, _, err := mtl(t, append([]string{"ab", "ci", "--backend", "cpu", "--db", db}, tc.args...)...)
+		if err == nil || err.Error() != tc.want || exitCode(err) != 2 {
+			t.Errorf("%q: exit %d, %v; want 2 and %q", tc.args, exitCode(err), err, tc.want)
+		}
+	}
+}
+
 // ab and gate --suite take a built-in suite's name as run does (`ab ci`,
 // `gate --suite ci`), not only a path or its shipped: name.
 func TestBuiltInSuiteNameEverywhere(t *testing.T) {
