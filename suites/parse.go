@@ -39,9 +39,10 @@ var (
 	backends  = []string{"auto", "cpu", "metal", "metal-emu", "cuda"}
 	weights   = []string{"synthetic", "checkpoint"}
 	dtypes    = []string{"f32", "f16", "bf16"}
-	// modelDTypes adds the packed formats a preset's synthetic weights may
-	// take (runner/model QuantFormats).
-	modelDTypes = []string{"f32", "f16", "bf16", "q2", "q3", "q4", "q5", "q6", "q8", "nvfp4", "mxfp8", "q4_k_m", "q5_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
+	// ModelDTypes, the dtypes a suite's model and bench --dtype take, adds
+	// the packed formats a preset's synthetic weights may take (runner/model
+	// QuantFormats); history import --dtype takes the same.
+	ModelDTypes = []string{"f32", "f16", "bf16", "q2", "q3", "q4", "q5", "q6", "q8", "nvfp4", "mxfp8", "q4_k_m", "q5_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
 	fits        = []string{"strict", "truncate-layers"}
 	kinds       = []string{KindModel, KindKernel}
 )
@@ -865,7 +866,7 @@ func (p *parser) model(e *entry) *Model {
 				m.Weights = v
 			}
 		case "dtype":
-			if v, ok := p.enum(e.v, "dtype", modelDTypes); ok {
+			if v, ok := p.enum(e.v, "dtype", ModelDTypes); ok {
 				m.DType = v
 			}
 		case "seed":

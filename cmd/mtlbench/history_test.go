@@ -295,3 +295,35 @@ func TestHistoryImportWarningNamesThePage(t *testing.T) {
 		}
 	}
 }
+
+// history import --dtype takes the dtypes bench --dtype does, a near miss
+// named, and refuses another before the page is read or anything written.
+func TestHistoryImportDtypeFlag(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MTLBENCH_HISTORY", filepath.Join(dir, "history"))
+	md := filepath.Join(dir, "kb.md")
+	if err := os.WriteFile(md, []byte("| Date | Batch | Decode tok/s |\n|---|---|---|\n| 2025-01-02 | 1 | 17 |\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const all = "want f32, f16, bf16, q2, q3, q4, q5, q6, q8, nvfp4, mxfp8, q4_k_m, q5_k_m, q8_0, iq2_xxs or iq3_xxs"
+	for _, tc := range []struct {
+		dtype string
+		want  string // "" for an import that goes through
+	}{
+		{"bf16", ""},
+		{"q4_k_m", ""},
+		{"bf61", `--dtype "bf61": ` + all + ` (did you mean "bf16"?)`},
+		{"whatever", `--dtype "whatever": ` + all},
+	} {
+		_, _, err := mtl(t, "history", "import", md, "--model", "m", "--dtype", tc.dtype, "--dry-run")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("--dtype %s: %v", tc.dtype, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want || exitCode(err) != 2):
+			t.Errorf("--dtype %s: exit %d, %v; want 2 and %q", tc.dtype, exitCode(err), err, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "history")); err == nil {
+		t.Error("a --dry-run or refused import created the history folder")
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/mtlbench/mtlbench/reports/roofline"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 func historyCommand() *cli.Command {
@@ -116,7 +117,7 @@ func historyCommand() *cli.Command {
 					&cli.StringFlag{Name: "source", Usage: "source name recorded with each figure (default: the file name; required with - for standard input)"},
 					&cli.StringFlag{Name: "date", Usage: "date of figures whose table has no date column (YYYY-MM-DD, YYYY-MM, YYYY or unknown)"},
 					&cli.StringFlag{Name: "series", Usage: "series of figures whose table names none"},
-					&cli.StringFlag{Name: "dtype", Usage: "dtype of figures whose table names none (bf16, float16...)"},
+					&cli.StringFlag{Name: "dtype", Usage: "dtype of figures whose table names none, one bench --dtype takes: " + strings.Join(suites.ModelDTypes, ", ")},
 					&cli.StringFlag{Name: "out", TakesFile: true, Usage: "history YAML file to write (default: SOURCE.yaml in the user's history folder, $MTLBENCH_HISTORY, which every command reads); the figures it holds are kept, but this page's of the same model, which are replaced"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "print the figures; write nothing"},
 					format,
@@ -124,6 +125,13 @@ func historyCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					if err := oneArg(c, "history import", "markdown file", "import each on its own"); err != nil {
 						return err
+					}
+					// The dtypes mtlbench runs in, so that its figures and runs
+					// name one dtype one way.
+					if dt := c.String("dtype"); dt != "" {
+						if err := enumFlag("--dtype", dt, suites.ModelDTypes...); err != nil {
+							return err
+						}
 					}
 					if err := noStdout("--out", c.String("out"), "the figures are merged into those the history file holds"); err != nil {
 						return err
