@@ -132,7 +132,9 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 		// A preset given with --dtype is not said to be a checkpoint.
 		{[]string{"models", "--dtype", "q4", "tinyllama-1.1b"}, "tinyllama-1.1b is a preset: `mtlbench models --dtype q4` lists the presets; give checkpoints as paths"},
 		{[]string{"models", "--dtype", "q4", "../../runner/testdata/mlx/llama-q4"}, "--dtype is for presets"},
-		{[]string{"models", "--backend", "tpu"}, `--backend: unknown backend "tpu"`},
+		{[]string{"models", "--backend", "tpu"}, `--backend "tpu": want cpu, metal, metal-emu or cuda`},
+		{[]string{"models", "--backend", "metl"}, `--backend "metl": want cpu, metal, metal-emu or cuda (did you mean "metal"?)`},
+		{[]string{"models", "--backend", "auto"}, `--backend "auto": want cpu, metal, metal-emu or cuda`},
 		// models takes checkpoints as arguments: no --model to give.
 		{[]string{"models", "../../runner/testdata/gguf"}, ".gguf: give the file itself, ../../runner/testdata/gguf/"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -47,6 +48,11 @@ func modelsCommand() *cli.Command {
 			&cli.StringFlag{Name: "backend", Value: localBackend(), Usage: "count packed weights as cpu, metal or cuda runs them"},
 		},
 		Action: func(c *cli.Context) error {
+			// Weights count as a named backend runs them: auto names none.
+			counted := slices.DeleteFunc(slices.Clone(backends.Names), func(n string) bool { return n == "auto" })
+			if err := enumFlag("--backend", c.String("backend"), counted...); err != nil {
+				return err
+			}
 			rules, err := backends.QuantRules(c.String("backend"))
 			if err != nil {
 				return fmt.Errorf("--backend: %w", err)
