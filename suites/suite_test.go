@@ -1020,6 +1020,24 @@ func mergeList(n, cases int) string {
 	return b.String()
 }
 
+// parseWithin parses src as t.yaml and fails the test if Parse has not
+// returned within d: the guard of the suites that once hung it.
+func parseWithin(t *testing.T, src string, d time.Duration, what string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Parse("t.yaml", []byte(src))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("%s: Parse did not return in %v", what, d)
+		return nil
+	}
+}
+
 // Maps merged many times over, nested, are read once each, wherever the
 // case takes them: the parser's look for an op (which makes a case without
 // kind: a kernel case) walked every path through the merges, and a 1 KB
@@ -1033,18 +1051,9 @@ func TestMergeBlowup(t *testing.T) {
 		{"a long merge list in every case", mergeList(200000, 10000), `t.yaml:4:14: suite is too complex (too many aliases or merge keys)`},
 		{"a short merge list in every case", mergeList(3, 1000), ""},
 	} {
-		done := make(chan error, 1)
-		go func() {
-			_, err := Parse("t.yaml", []byte(tc.src))
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
-				t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: Parse did not return in 10s", tc.name)
+		err := parseWithin(t, tc.src, 10*time.Second, tc.name)
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }
@@ -1227,18 +1236,9 @@ func TestThresholdsDrawFew(t *testing.T) {
 		{"no thresholds", "name: s\nmodel: {preset: p}\n" + cases, ""},
 		{"a decode threshold", "name: s\nmodel: {preset: p}\nthresholds: {decode_tok_s: 5%}\n" + cases, ""},
 	} {
-		done := make(chan error, 1)
-		go func() {
-			_, err := Parse("t.yaml", []byte(tc.src))
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
-				t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: Parse of 1000 cases of a million requests did not return in 5s", tc.name)
+		err := parseWithin(t, tc.src, 5*time.Second, tc.name+", 1000 cases of a million requests")
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -589,6 +589,22 @@ func TestLongestIsTheScan(t *testing.T) {
 	}
 }
 
+// checkWithin checks s and fails the test if Check errs or has not
+// returned within d: the guard of the suites that once held it for minutes.
+func checkWithin(t *testing.T, s *suites.Suite, d time.Duration, what string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- Check(s, nil) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(d):
+		t.Fatalf("Check of %s did not return in %v", what, d)
+	}
+}
+
 // A suite of many cases of a million requests at a range_ratio is checked
 // without drawing them where the longest the range allows fits the model's
 // positions: it drew every request of every case, 1000 cases for tens of
@@ -602,16 +618,7 @@ cases:
     params: { gen_len: 4, range_ratio: 0.9, requests: 1048576 }
     matrix: { prompt_len: 1-100, batch: 1-10 }
 `)
-	done := make(chan error, 1)
-	go func() { done <- Check(s, nil) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Check of 1000 cases of a million requests did not return in 5s")
-	}
+	checkWithin(t, s, 5*time.Second, "1000 cases of a million requests")
 }
 
 // A kv_blocks the scheduler's own run decides (with a range_ratio) draws
@@ -626,14 +633,5 @@ cases:
   - name: c
     matrix: { prompt_len: 100-199, max_seqs: 64-73 }
 `)
-	done := make(chan error, 1)
-	go func() { done <- Check(s, nil) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Check of 1000 cases of a million requests seated by kv_blocks did not return in 15s")
-	}
+	checkWithin(t, s, 15*time.Second, "1000 cases of a million requests seated by kv_blocks")
 }
