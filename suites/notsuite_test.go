@@ -1,7 +1,6 @@
 package suites
 
 import (
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
+	"github.com/mtlbench/mtlbench/internal/readfile/kindtest"
 )
 
 // A results database, a GGUF file, a safetensors file or a checkpoint
@@ -17,22 +17,10 @@ import (
 // still read as a suite, and another folder is only not one.
 func TestNotASuite(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, data []byte) string {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	// A database's first page: its magic, then bytes that are not UTF-8.
-	sqlite := append([]byte("SQLite format 3\x00\x10\x00\x02\x02\x00@  \x00\x00\x00\x99"), make([]byte, 64)...)
-	gguf := append([]byte("GGUF\x03\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00"), make([]byte, 64)...)
-	header := `{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`
-	safetensors := append(binary.LittleEndian.AppendUint64(nil, uint64(len(header))), header+"\x00\x00\x80\x3f"...)
+	write := func(name string, data []byte) string { return kindtest.Write(t, dir, name, data) }
+	sqlite := kindtest.Bytes(readfile.SQLite)
+	gguf := kindtest.Bytes(readfile.GGUF)
+	safetensors := kindtest.Bytes(readfile.Safetensors)
 
 	db := write("results.db", sqlite)
 	spaced := write("my runs.db", sqlite)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/internal/readfile"
+	"github.com/mtlbench/mtlbench/internal/readfile/kindtest"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/runner/tune/tuner"
@@ -213,8 +215,7 @@ func TestTuneErrors(t *testing.T) {
 	notJSON := filepath.Join(t.TempDir(), "notes.txt")
 	os.WriteFile(notJSON, []byte("not a tuned config"), 0o644)
 	// A results database: named, and not advised to be removed.
-	store := filepath.Join(t.TempDir(), "r.db")
-	os.WriteFile(store, append([]byte("SQLite format 3\x00\x10\x00\x02\x02"), make([]byte, 64)...), 0o644)
+	store := kindtest.Write(t, t.TempDir(), "r.db", kindtest.Bytes(readfile.SQLite))
 	for _, tc := range []struct {
 		args []string
 		want string

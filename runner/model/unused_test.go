@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
+	"github.com/mtlbench/mtlbench/internal/readfile/kindtest"
 )
 
 // A GGUF file holding tensors its metadata's model does not read is
@@ -262,15 +263,8 @@ func TestGGUFHeadCountZero(t *testing.T) {
 // only not a GGUF file.
 func TestModelPathOfAnotherKind(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, data []byte) string {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	db := write("results.db", append([]byte("SQLite format 3\x00\x10\x00\x02\x02"), make([]byte, 64)...))
+	write := func(name string, data []byte) string { return kindtest.Write(t, dir, name, data) }
+	db := write("results.db", kindtest.Bytes(readfile.SQLite))
 	suite := write("mine.yaml", []byte("name: s\nmodel: {preset: p}\ncases:\n  - name: c\n"))
 	unnamed := write("mine", []byte("name: s\nmodel: {preset: p}\ncases:\n  - name: c\n"))
 	notes := write("notes.txt", []byte("GGU"))

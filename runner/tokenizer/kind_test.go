@@ -1,13 +1,11 @@
 package tokenizer
 
 import (
-	"encoding/binary"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
+	"github.com/mtlbench/mtlbench/internal/readfile/kindtest"
 )
 
 // Load names a file of another kind for what it is, an input error, before
@@ -15,21 +13,10 @@ import (
 // one that does not parse.
 func TestLoadFileOfAnotherKind(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, data []byte) string {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	header := `{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`
-	db := write("results.db", append([]byte("SQLite format 3\x00\x10\x00\x02\x02"), make([]byte, 64)...))
-	st := write("model.safetensors", append(binary.LittleEndian.AppendUint64(nil, uint64(len(header))), header+"\x00\x00\x80\x3f"...))
-	beside := write("ckpt/model.safetensors", append(binary.LittleEndian.AppendUint64(nil, uint64(len(header))), header+"\x00\x00\x80\x3f"...))
+	write := func(name string, data []byte) string { return kindtest.Write(t, dir, name, data) }
+	db := write("results.db", kindtest.Bytes(readfile.SQLite))
+	st := write("model.safetensors", kindtest.Bytes(readfile.Safetensors))
+	beside := write("ckpt/model.safetensors", kindtest.Bytes(readfile.Safetensors))
 	tok := write("ckpt/tokenizer.json", []byte(`{"model": `))
 	suite := write("mine.yaml", []byte("name: s\nmodel: {preset: p}\ncases:\n  - name: c\n"))
 	empty := write("empty.json", []byte("\n"))
