@@ -143,32 +143,7 @@ func benchCommand() *cli.Command {
 				return benchFlagErrors(text, err)
 			}
 			defer st.close()
-			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
-			defer stop()
-			bo, err := backendOptions(c.Int("threads"))
-			if err != nil {
-				return err
-			}
-			stepLog, closeSteps, err := openStepLog(c, st.path)
-			if err != nil {
-				return err
-			}
-			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
-			store, err := recordOptions(prog.note)
-			if err != nil {
-				return err
-			}
-			binCommit, treeCommit := provenance()
-			sum, err := bench.Run(ctx, s, bench.Options{
-				DB: st.db, OpenDB: st.open, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"), Resume: c.Int64("resume"), ToolVersion: readBuildInfo().Version,
-				GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event, Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Steps: stepLog,
-				Store: store, Warn: prog.warn, Start: prog.begin,
-			})
-			prog.done()
-			if cerr := closeSteps(sum != nil); cerr != nil && err == nil {
-				err = cerr
-			}
-			err = storeFailed(st.db, err)
+			sum, err := measure(c, s, st, bench.Options{})
 			if sum == nil {
 				if errors.Is(err, bench.ErrInterrupted) {
 					return interruptedEarly(err)

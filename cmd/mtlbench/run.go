@@ -162,6 +162,40 @@ func checkResumeFlag(c *cli.Context) error {
 	return nil
 }
 
+// measure runs suite s into st with what run and bench both take (the
+// backend, --tag, --threads, --resume, --steps, --quiet, the environment's
+// store wait) over o, which holds what only the caller sets. The summary
+// is nil where no run was recorded; the error names the store where its
+// writes failed.
+func measure(c *cli.Context, s *suites.Suite, st *recordStore, o bench.Options) (*bench.Summary, error) {
+	ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
+	defer stop()
+	bo, err := backendOptions(c.Int("threads"))
+	if err != nil {
+		return nil, err
+	}
+	stepLog, closeSteps, err := openStepLog(c, st.path)
+	if err != nil {
+		return nil, err
+	}
+	prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
+	store, err := recordOptions(prog.note)
+	if err != nil {
+		return nil, err
+	}
+	o.DB, o.OpenDB, o.Backend, o.Tag = st.db, st.open, c.String("backend"), c.String("tag")
+	o.Threads, o.Resume, o.Backends, o.Tuned = c.Int("threads"), c.Int64("resume"), bo, tunedStore(c.App.ErrWriter)
+	o.ToolVersion = readBuildInfo().Version
+	o.GitCommit, o.TreeCommit = provenance()
+	o.Progress, o.Warn, o.Start, o.Steps, o.Store = prog.event, prog.warn, prog.begin, stepLog, store
+	sum, err := bench.Run(ctx, s, o)
+	prog.done()
+	if cerr := closeSteps(sum != nil); cerr != nil && err == nil {
+		err = cerr
+	}
+	return sum, storeFailed(st.db, err)
+}
+
 // recordOptions are how a command that measures waits for a results
 // database another process holds (MTLBENCH_DB_WAIT), telling note.
 func recordOptions(note func(string)) (results.RecordOptions, error) {
@@ -427,12 +461,6 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer st.close()
-			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
-			defer stop()
-			bo, err := backendOptions(c.Int("threads"))
-			if err != nil {
-				return err
-			}
 			slow, err := envconfig.TestSlowdown()
 			if err != nil {
 				return err
@@ -440,26 +468,7 @@ func runCommand() *cli.Command {
 			if slow > 0 {
 				fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: MTLBENCH_TEST_SLOWDOWN lengthens every step by %g%%: these timings are deliberately slow\n", slow*100)
 			}
-			stepLog, closeSteps, err := openStepLog(c, st.path)
-			if err != nil {
-				return err
-			}
-			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
-			store, err := recordOptions(prog.note)
-			if err != nil {
-				return err
-			}
-			binCommit, treeCommit := provenance()
-			sum, err := bench.Run(ctx, s, bench.Options{
-				DB: st.db, OpenDB: st.open, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
-				Resume: c.Int64("resume"), Set: set, ToolVersion: readBuildInfo().Version, GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event,
-				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c), Steps: stepLog, Store: store, Warn: prog.warn, Start: prog.begin,
-			})
-			prog.done()
-			if cerr := closeSteps(sum != nil); cerr != nil && err == nil {
-				err = cerr
-			}
-			err = storeFailed(st.db, err)
+			sum, err := measure(c, s, st, bench.Options{Set: set, Slowdown: slow, Pace: lockstepPace(c)})
 			if sum == nil {
 				if errors.Is(err, bench.ErrInterrupted) {
 					return interruptedEarly(err)
