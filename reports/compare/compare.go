@@ -465,8 +465,11 @@ func casesComparable(la, lb string, a, b *Case, sameModel bool) string {
 		}
 	}
 	if len(a.Layers) == 1 && len(b.Layers) == 1 && a.Layers[0] != b.Layers[0] {
-		return fmt.Sprintf("%s in %s, %s in %s: truncated and whole-model figures are not comparable",
-			show(a.Layers[0]), la, show(b.Layers[0]), lb)
+		why := "truncated and whole-model figures are not comparable"
+		if a.Layers[0] != "" && b.Layers[0] != "" {
+			why = "figures of models truncated to different layers are not comparable"
+		}
+		return fmt.Sprintf("%s in %s, %s in %s: %s", show(a.Layers[0]), la, show(b.Layers[0]), lb, why)
 	}
 	for _, k := range IdentityParams {
 		for _, s := range []struct {

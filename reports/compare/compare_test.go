@@ -60,6 +60,14 @@ func TestCompareRows(t *testing.T) {
 	if r := Compare(a, b2, Options{}).Rows[0]; r.Verdict != VerdictNotComparable || !strings.Contains(r.Reason, "layers 2/6 in A, all layers in B") {
 		t.Errorf("truncated vs whole: %q %q", r.Verdict, r.Reason)
 	}
+	// Both truncated, to different layers: not called whole.
+	other := c
+	other.LayersRun, other.LayersTotal = 1, 12
+	b4 := NewSide("B")
+	b4.Add(other, samples("decode_tok_s", "tok/s", seq(8, 50, 1)))
+	if r := Compare(a, b4, Options{}).Rows[0]; r.Verdict != VerdictNotComparable || r.Reason != "layers 2/6 in A, layers 1/12 in B: figures of models truncated to different layers are not comparable" {
+		t.Errorf("truncated vs truncated: %q %q", r.Verdict, r.Reason)
+	}
 	// A whole model counted (6/6) and one whose engine did not count its
 	// layers (a peer) are the same: comparable.
 	peer := c
