@@ -47,6 +47,7 @@ func Check(s *suites.Suite, warn func(string)) error {
 	if err := s.Vocabulary(cfg.Name, cfg.Vocab); err != nil {
 		errs = append(errs, err.(suites.ErrorList)...)
 	}
+	sc := newSeatChecks()
 	kvbe, err := kvBackend(s)
 	if err != nil {
 		return err
@@ -66,12 +67,17 @@ func Check(s *suites.Suite, warn func(string)) error {
 		if kvbe != nil {
 			_, kvErr = kvDType(s, c, kvbe, kvbe.ActDType())
 		}
-		for _, err := range []error{checkMoE(s, c, cfg), checkPositions(s, c, cfg), checkKVBlocks(s, c), kvErr} {
+		for _, err := range []error{checkMoE(s, c, cfg), checkPositions(s, c, cfg), checkKVBlocks(s, c, sc), kvErr} {
 			if e, ok := err.(*suites.Error); ok {
 				errs = append(errs, e)
 			} else if err != nil {
 				return err
 			}
+		}
+	}
+	if warn != nil {
+		for _, n := range sc.notes() {
+			warn(n)
 		}
 	}
 	if len(errs) > 0 {
@@ -269,16 +275,22 @@ func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 // prefill_budget, no depth), all of one length (no range_ratio) and all
 // arrive at once, preempt nothing: the
 // scheduler seats a request only where its prompt fits, so the batch would
-// run a part at a time under its label, as a max_seqs below it would.
-func checkKVBlocks(s *suites.Suite, c suites.Case) error {
+// run a part at a time under its label, as a max_seqs below it would. The
+// scheduler runs that decide it are sc's, shared by the suite's cases.
+func checkKVBlocks(s *suites.Suite, c suites.Case, sc *seatChecks) error {
 	mp := c.Model
 	kb, bs := mp.KVBlocks, mp.BlockSize
 	if kb <= 0 || bs <= 0 {
 		return nil
 	}
 	// The longest request the run draws, not the longest its range_ratio
-	// allows, which none may reach (docs/suites.md, range_ratio).
-	i, pl, gl := caseWorkload(s, mp).longest()
+	// allows, which none may reach (docs/suites.md, range_ratio); where
+	// the longest it allows fits, nothing is drawn.
+	w := caseWorkload(s, mp)
+	i, pl, gl := 0, 0, 0
+	if p, g := w.maxLens(); (mp.Depth+p+g+bs-1)/bs > kb {
+		i, pl, gl = w.longest()
+	}
 	// Named as the position checks name theirs: a matrix's line, or a
 	// --set that replaced it, holds many cases.
 	if need := (mp.Depth + pl + gl + bs - 1) / bs; need > kb {
@@ -295,7 +307,7 @@ func checkKVBlocks(s *suites.Suite, c suites.Case) error {
 	// Prompts of many lengths (a range_ratio's) seat as the scheduler
 	// seats the ones the run draws: no one length stands for them all.
 	if mp.PrefillBudget > 0 || mp.Depth > 0 || mp.RangeRatio > 0 {
-		return seatsChunked(s, c)
+		return seatsChunked(s, c, sc)
 	}
 	if per := (mp.PromptLen + bs - 1) / bs; mp.Batch*per > kb {
 		return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d seat %d of the batch's %d prompts of %d tokens (%d blocks of %d each), so the batch would run a part at a time under its label and nothing is preempted (hint: raise kv_blocks to %d or more, or lower batch to %d)",
@@ -310,8 +322,9 @@ func checkKVBlocks(s *suites.Suite, c suites.Case) error {
 // run as many of its requests side by side as a cache of the workload's
 // size does: the scheduler's own run over the requests, all arriving at
 // once, decides it (mostSideBySide), so a pool that seats them, preempting
-// as it must, is taken, and the hint is the smallest that does.
-func seatsChunked(s *suites.Suite, c suites.Case) error {
+// as it must, is taken, and the hint is the smallest that does. A run
+// given up past its bounds leaves the case unchecked, noted in sc.
+func seatsChunked(s *suites.Suite, c suites.Case, sc *seatChecks) error {
 	mp := c.Model
 	kb, bs := mp.KVBlocks, mp.BlockSize
 	w, budget := caseWorkload(s, mp), caseTokenBudget(mp)
@@ -323,32 +336,60 @@ func seatsChunked(s *suites.Suite, c suites.Case) error {
 	if kb >= full {
 		return nil
 	}
-	want, ok := mostSideBySide(w, full, bs, budget, mp.MaxSeqs, seats)
-	if !ok {
+	r := sc.run(w, full, bs, budget, mp.MaxSeqs, seats)
+	if r.gaveUp != "" {
+		sc.giveUp(c.Name, r.gaveUp)
+	}
+	if !r.decided {
 		return nil
 	}
-	got, ok := mostSideBySide(w, kb, bs, budget, mp.MaxSeqs, want)
-	if !ok || got >= want {
+	want := r.most
+	r = sc.run(w, kb, bs, budget, mp.MaxSeqs, want)
+	if r.gaveUp != "" {
+		sc.giveUp(c.Name, r.gaveUp)
+	}
+	got := r.most
+	if !r.decided || got >= want {
 		return nil
 	}
 	// The least pool that seats as many, by bisection between kv_blocks
 	// and the workload's size, which does: a pool of more blocks seats no
-	// fewer (TestCheckKVBlocksSeatTheBatch checks the one below the hint).
+	// fewer (TestCheckKVBlocksSeatTheBatch checks the one below the hint),
+	// so what another case of the suite found of the same requests
+	// narrows it.
+	pk := poolKey{w.Requests, w.PromptLen, w.GenLen, w.Depth, w.RangeRatio, w.Seed, bs, budget, mp.MaxSeqs, want}
+	known := sc.pools[pk]
+	if known == nil {
+		known = &pools{seat: full}
+		sc.pools[pk] = known
+	}
 	lo, hi := kb, full
+	if known.short < known.seat && known.seat <= full && known.seat > kb {
+		lo, hi = max(kb, known.short), known.seat
+	}
+	cut := ""
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		if n, ok := mostSideBySide(w, mid, bs, budget, mp.MaxSeqs, want); ok && n >= want {
+		r := sc.run(w, mid, bs, budget, mp.MaxSeqs, want)
+		if r.gaveUp == gaveUpSuite {
+			cut = "; fewer blocks were not tried: " + gaveUpSuite
+			break
+		}
+		if r.decided && r.most >= want {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
+	if cut == "" {
+		known.seat, known.short = min(known.seat, hi), max(known.short, lo)
+	}
 	how := fmt.Sprintf("prefilled %d tokens a step", budget)
 	if budget == 0 {
 		how = "drawn at range_ratio " + strconv.FormatFloat(mp.RangeRatio, 'g', -1, 64) + ", each prefilled whole"
 	}
-	return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d run at most %d of the batch's %d requests side by side as their prompts are %s, where a cache of their size runs %d, so the batch would run a part at a time under its label (hint: raise kv_blocks to %d or more)",
-		c.Name, kb, got, seats, how, want, hi)
+	return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d run at most %d of the batch's %d requests side by side as their prompts are %s, where a cache of their size runs %d, so the batch would run a part at a time under its label (hint: raise kv_blocks to %d or more%s)",
+		c.Name, kb, got, seats, how, want, hi, cut)
 }
 
 // checkKernels plans each kernel case as run prepares it (kbench.Need) on

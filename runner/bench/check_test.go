@@ -2,12 +2,14 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
@@ -593,15 +595,31 @@ func TestLongestIsTheScan(t *testing.T) {
 // returned within d: the guard of the suites that once held it for minutes.
 func checkWithin(t *testing.T, s *suites.Suite, d time.Duration, what string) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- Check(s, nil) }()
+	checkWarnsWithin(t, s, d, what)
+}
+
+// checkWarnsWithin is checkWithin, returning what Check warned of.
+func checkWarnsWithin(t *testing.T, s *suites.Suite, d time.Duration, what string) []string {
+	t.Helper()
+	type result struct {
+		warned []string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = Check(s, func(line string) { r.warned = append(r.warned, line) })
+		done <- r
+	}()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
 		}
+		return r.warned
 	case <-time.After(d):
 		t.Fatalf("Check of %s did not return in %v", what, d)
+		return nil
 	}
 }
 
@@ -634,4 +652,154 @@ cases:
     matrix: { prompt_len: 100-199, max_seqs: 64-73 }
 `)
 	checkWithin(t, s, 15*time.Second, "1000 cases of a million requests seated by kv_blocks")
+}
+
+// A kv_blocks that holds the longest request the range allows is taken
+// without drawing the requests, as the model's positions are: every case
+// drew a million requests looking for its longest, 1000 cases for half a
+// minute.
+func TestCheckKVBlocksDrawFew(t *testing.T) {
+	s := loadSuite(t, `name: draws
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+params: { gen_len: 1000, range_ratio: 0.9, requests: 1048576, kv_blocks: 100000 }
+cases:
+  - name: c
+    matrix: { prompt_len: 1000-1099, batch: 1-10 }
+`)
+	checkWithin(t, s, 5*time.Second, "1000 cases of a million requests under a kv_blocks")
+}
+
+// The scheduler runs that decide the kv_blocks of a suite's cases are
+// bounded together, not one case at a time, and a run that is the same
+// for many cases (the pool of the workload's size, in a sweep of
+// kv_blocks) is run once: a sweep of 1000 kv_blocks values over a million
+// requests held validate and run for minutes. A case whose runs were
+// given up is said, named with why, not passed without a word.
+func TestCheckSeatsSuiteBound(t *testing.T) {
+	for _, tc := range []struct {
+		name, params, matrix string
+		want                 []string // the warnings, in order
+	}{
+		{"the workload's pool undecided, run once", "batch: 64, prefill_budget: 128, requests: 1000000", "kv_blocks: 80-1079",
+			[]string{"kv_blocks of cases c/kv_blocks=80, c/kv_blocks=81, c/kv_blocks=82 and 997 more not checked against what seats the batch: the scheduler's run over the case's requests passed 4194304 tokens undecided; the run records their preemptions"}},
+		{"each kv_blocks undecided", "batch: 64, prefill_budget: 65536, requests: 1000000", "kv_blocks: 4000-4999",
+			[]string{"kv_blocks of cases c/kv_blocks=4000, c/kv_blocks=4001, c/kv_blocks=4002 and ",
+				"more not checked against what seats the batch: the suite's checks reached their bound of scheduler work before it (split the suite to check the rest); the run records their preemptions"}},
+		{"a pool past what a run holds", "batch: 65536, prefill_budget: 65536, requests: 1000000", "kv_blocks: 4000-4001",
+			[]string{"kv_blocks of cases c/kv_blocks=4000, c/kv_blocks=4001 not checked against what seats the batch: the scheduler's run would hold more than 67108864 blocks and tokens; the run records their preemptions"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := loadSuite(t, `name: sweep
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+params: { prompt_len: 1024, gen_len: 256, `+tc.params+` }
+cases:
+  - name: c
+    matrix: { `+tc.matrix+` }
+`)
+			warned := checkWarnsWithin(t, s, 15*time.Second, tc.name)
+			var got []string
+			for _, w := range warned {
+				if strings.HasPrefix(w, "kv_blocks of") {
+					got = append(got, w)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("warned %q, want %d lines like %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("warning %d: %q, want it to say %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+// run checks the cases' kv_blocks as Check does, their scheduler runs
+// shared and bounded over the suite before any work, and says the cases it
+// gave up on through Options.Warn.
+func TestPrepareSeatsSuiteBound(t *testing.T) {
+	s := loadSuite(t, `name: sweep
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+params: { batch: 64, prompt_len: 1024, gen_len: 256, prefill_budget: 128, requests: 1000000 }
+cases:
+  - name: c
+    matrix: { kv_blocks: 80-1079 }
+`)
+	type result struct {
+		warned []string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		ps, closeAll, err := prepare(context.Background(), s, cpu.New(cpu.Options{Threads: 1}), 0, 0, func(line string) { r.warned = append(r.warned, line) })
+		if err == nil {
+			closeAll()
+			if len(ps) != 1000 {
+				err = fmt.Errorf("%d cases prepared, want 1000", len(ps))
+			}
+		}
+		r.err = err
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		want := "kv_blocks of cases c/kv_blocks=80, c/kv_blocks=81, c/kv_blocks=82 and 997 more not checked against what seats the batch: the scheduler's run over the case's requests passed 4194304 tokens undecided; the run records their preemptions"
+		if len(r.warned) != 1 || r.warned[0] != want {
+			t.Errorf("warned %q, want %q", r.warned, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("prepare of 1000 cases of a million requests did not return in 30s")
+	}
+}
+
+// A sweep of kv_blocks shares its scheduler runs (and what the hint's
+// search found) between its cases, and each case is judged as it is alone,
+// in words, whichever order the sweep lists its values in.
+func TestCheckKVBlocksSweepAsAlone(t *testing.T) {
+	for _, tc := range []struct{ params, values string }{
+		{"batch: 4, prompt_len: 17, gen_len: 5, prefill_budget: 8", "[9, 7, 6, 3, 4]"},
+		{"batch: 4, prompt_len: 17, gen_len: 5, prefill_budget: 8", "[3, 4, 6, 7, 9]"},
+		{"batch: 3, prompt_len: 16, gen_len: 8, range_ratio: 0.5", "[7, 6, 5, 3]"},
+		{"batch: 4, prompt_len: 9, gen_len: 5, depth: 8", "[2, 3, 4]"},
+		{"batch: 8, prompt_len: 40, gen_len: 30, prefill_budget: 16, requests: 20", "30-60"},
+	} {
+		t.Run(tc.params+" "+tc.values, func(t *testing.T) {
+			const suite = "name: kv\nmodel: { preset: qwen3-moe-mini, layers: 1 }\nbackend: cpu\nparams: { block_size: 8 }\ncases:\n  - name: c\n    params: { %s }\n    matrix: { kv_blocks: %s }\n"
+			sweep := map[string]string{} // case -> its error, "" where none
+			s := loadSuite(t, fmt.Sprintf(suite, tc.params, tc.values))
+			for _, c := range s.Cases {
+				sweep[c.Name] = ""
+			}
+			if err := Check(s, nil); err != nil {
+				for _, e := range err.(suites.ErrorList) {
+					name, _, _ := strings.Cut(strings.TrimPrefix(e.Msg, "case "), ":")
+					sweep[name] = strings.Replace(e.Msg, "case "+name+":", "case c:", 1)
+				}
+			}
+			refused := 0
+			for name, got := range sweep {
+				_, kb, _ := strings.Cut(name, "=")
+				alone := loadSuite(t, fmt.Sprintf(suite, tc.params, "["+kb+"]"))
+				want := ""
+				if err := Check(alone, nil); err != nil {
+					want = strings.Replace(err.(suites.ErrorList)[0].Msg, "case "+name+":", "case c:", 1)
+					refused++
+				}
+				if got != want {
+					t.Errorf("%s in the sweep: %q, alone: %q", name, got, want)
+				}
+			}
+			if refused == 0 || refused == len(sweep) {
+				t.Errorf("%d of the sweep's %d cases refused: the sweep tells nothing apart", refused, len(sweep))
+			}
+		})
+	}
 }

@@ -244,7 +244,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	}
 	// Every case first: a suite that cannot run (a model path that is not
 	// there, a case past memory) fails before the probes' work.
-	cases, closeModels, err := prepare(ctx, s, be, o.MemoryLimit, o.Slowdown)
+	cases, closeModels, err := prepare(ctx, s, be, o.MemoryLimit, o.Slowdown, o.warn)
 	if err != nil {
 		return nil, err
 	}
@@ -877,8 +877,11 @@ type modelKey struct{ layers int }
 
 // prepare turns every case into something runnable, or fails with the
 // positions of everything wrong before a single case runs.
-func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int64, slowdown float64) ([]*prepared, func(), error) {
+func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int64, slowdown float64, warn func(string)) ([]*prepared, func(), error) {
 	var errs suites.ErrorList
+	// The kv_blocks checks' scheduler runs, shared by the cases as Check
+	// shares them; what they left unchecked is said once the cases are.
+	sc := newSeatChecks()
 	fail := func(p suites.Pos, format string, args ...any) {
 		if e, ok := s.ErrorAt(p, format, args...).(*suites.Error); ok {
 			errs = append(errs, e)
@@ -956,7 +959,7 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 			fail(c.Pos, "case %s is a model case but the suite names no model", c.Name)
 			continue
 		}
-		mc, err := modelCase(s, c, be, models, limit)
+		mc, err := modelCase(s, c, be, models, limit, sc)
 		if mc != nil {
 			mc.Engine.Slowdown = slowdown
 			var ok bool
@@ -980,6 +983,11 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 		p.model = mc
 		p.layersRun, p.layersAll = mc.Config.Layers, mc.Config.ModelLayers
 		out = append(out, p)
+	}
+	if warn != nil {
+		for _, n := range sc.notes() {
+			warn(n)
+		}
 	}
 	if len(errs) > 0 {
 		closeAll()
@@ -1142,7 +1150,7 @@ type loadedModel struct {
 	where string
 }
 
-func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, limit int64) (*ModelCase, error) {
+func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, limit int64, sc *seatChecks) (*ModelCase, error) {
 	sm, mp := s.Model, c.Model
 	w := caseWorkload(s, mp)
 	opts := engine.Options{
@@ -1156,7 +1164,7 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 	}
 	opts.KVTokens = w.KVTokens(opts.BlockSize, opts.MaxSeqs)
 	if kb := mp.KVBlocks; kb > 0 {
-		if err := checkKVBlocks(s, c); err != nil {
+		if err := checkKVBlocks(s, c, sc); err != nil {
 			return nil, err
 		}
 		opts.KVTokens = kb * opts.BlockSize

@@ -739,7 +739,7 @@ cases:
 	}
 
 	be := cpu.New(cpu.Options{Threads: 2})
-	ps, done, err := prepare(context.Background(), s, be, 0, 0)
+	ps, done, err := prepare(context.Background(), s, be, 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -758,7 +758,7 @@ cases:
 	}
 
 	s = loadSuite(t, "name: th\nbackend: metal-emu\ncases:\n  - name: mm\n    op: matmul\n    params: { m: 1, n: 64, k: 64, threads: 2 }\n")
-	if _, _, err := prepare(context.Background(), s, noThreads{be}, 0, 0); err == nil || !strings.Contains(err.Error(), "threads is the cpu backend's") {
+	if _, _, err := prepare(context.Background(), s, noThreads{be}, 0, 0, nil); err == nil || !strings.Contains(err.Error(), "threads is the cpu backend's") {
 		t.Errorf("threads on a backend without goroutines: %v", err)
 	}
 }
@@ -876,7 +876,7 @@ cases:
 	}
 	half, _ := cfg.WithLayers(cfg.Layers / 2)
 	be := &residentMemory{Backend: cpu.New(cpu.Options{Threads: 1}), avail: half.WeightBytes(bridge.BF16) * 3 / 2}
-	ps, done, err := prepare(context.Background(), s, be, 0, 0)
+	ps, done, err := prepare(context.Background(), s, be, 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1128,7 +1128,7 @@ cases:
 			s := loadSuite(t, suite, "%INTERLEAVE%", tc.interleave)
 			be := &residentMemory{Backend: cpu.New(cpu.Options{Threads: 1}), avail: avail}
 			base := kbench.Live()
-			ps, done, err := prepare(context.Background(), s, be, 0, 0)
+			ps, done, err := prepare(context.Background(), s, be, 0, 0, nil)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/mtlbench/mtlbench/internal/reqlen"
 	"github.com/mtlbench/mtlbench/runner/cache"
 	"github.com/mtlbench/mtlbench/runner/sample"
@@ -26,56 +29,188 @@ func caseTokenBudget(mp suites.ModelParams) int {
 	return mp.PrefillBudget
 }
 
-// seatWork bounds the tokens mostSideBySide schedules before it gives up
-// undecided: a case of many long requests is left to run.
+// seatWork bounds the tokens one scheduler run of mostSideBySide schedules
+// before it gives up undecided: a case of many long requests is left to run.
 const seatWork = 1 << 22
+
+// suiteSeatWork bounds the work of every scheduler run one suite's checks
+// make together (Check's, run's), in units of about 15 ns on one core
+// (runWork): each case's runs are bounded by seatWork, but a sweep of a
+// thousand kv_blocks values over a million requests took minutes.
+const suiteSeatWork = 1 << 27
+
+// seatMemory bounds what one scheduler run holds, its pool's blocks and
+// its requests' tokens (int32 each): a pool of billions of blocks is
+// given up before it is allocated, not run out of memory.
+const seatMemory = 1 << 26
+
+// seatKey is what a scheduler run of mostSideBySide depends on: two cases
+// of a sweep that run the same (the pool of the workload's size, shared by
+// every kv_blocks value) run it once.
+type seatKey struct {
+	requests, prompt, gen, depth            int
+	ratio                                   float64
+	seed                                    uint64
+	blocks, blockSize, budget, maxSeqs, bar int
+}
+
+// seatRun is the outcome of one scheduler run.
+type seatRun struct {
+	most    int
+	decided bool
+	// gaveUp, when not empty, says which bound stopped the run undecided
+	// (not a refusal of the scheduler, which run reports as it does).
+	gaveUp string
+}
+
+// poolKey groups the runs whose pools the hint's search compares: the
+// same requests, scheduled alike, to seat as many.
+type poolKey struct {
+	requests, prompt, gen, depth int
+	ratio                        float64
+	seed                         uint64
+	blockSize, budget, maxSeqs   int
+	want                         int
+}
+
+// pools is what the runs of a poolKey found: the fewest blocks known to
+// seat its want, the most known not to (0: none).
+type pools struct{ seat, short int }
+
+// seatChecks holds the scheduler runs of one suite's checks (Check's, or
+// run's before any work): identical runs are run once, all of them
+// together do at most suiteSeatWork, and the cases whose check was given
+// up are kept to be said (notes), not passed without a word.
+type seatChecks struct {
+	runs       map[seatKey]seatRun
+	pools      map[poolKey]*pools
+	spent      int
+	notChecked map[string][]string // why -> cases
+	order      []string            // the whys, as first met
+}
+
+func newSeatChecks() *seatChecks {
+	return &seatChecks{runs: map[seatKey]seatRun{}, pools: map[poolKey]*pools{}, notChecked: map[string][]string{}}
+}
+
+// giveUp notes that case name's kv_blocks was not checked, and why.
+func (sc *seatChecks) giveUp(name, why string) {
+	if _, ok := sc.notChecked[why]; !ok {
+		sc.order = append(sc.order, why)
+	}
+	sc.notChecked[why] = append(sc.notChecked[why], name)
+}
+
+// notes are the lines that say which cases' kv_blocks were not checked
+// against what seats their batch, one a reason, naming up to three cases
+// and how many more.
+func (sc *seatChecks) notes() []string {
+	var out []string
+	for _, why := range sc.order {
+		names := sc.notChecked[why]
+		list := strings.Join(names[:min(len(names), 3)], ", ")
+		if len(names) > 3 {
+			list += fmt.Sprintf(" and %d more", len(names)-3)
+		}
+		which, their := "case "+list, "its"
+		if len(names) > 1 {
+			which, their = "cases "+list, "their"
+		}
+		out = append(out, fmt.Sprintf("kv_blocks of %s not checked against what seats the batch: %s; the run records %s preemptions", which, why, their))
+	}
+	return out
+}
+
+// run is mostSideBySide(w, blocks, ...), run once for a suite however many
+// cases ask, within what is left of suiteSeatWork.
+func (sc *seatChecks) run(w Workload, blocks, blockSize, budget, maxSeqs, enough int) seatRun {
+	k := seatKey{w.Requests, w.PromptLen, w.GenLen, w.Depth, w.RangeRatio, w.Seed, blocks, blockSize, budget, maxSeqs, enough}
+	if r, ok := sc.runs[k]; ok {
+		return r
+	}
+	r, work := mostSideBySide(w, blocks, blockSize, budget, maxSeqs, enough, suiteSeatWork-sc.spent)
+	sc.spent += work
+	sc.runs[k] = r
+	return r
+}
+
+// The reasons a run gives up, said by seatChecks.notes.
+var (
+	gaveUpCase  = fmt.Sprintf("the scheduler's run over the case's requests passed %d tokens undecided", seatWork)
+	gaveUpSuite = "the suite's checks reached their bound of scheduler work before it (split the suite to check the rest)"
+	gaveUpPool  = fmt.Sprintf("the scheduler's run would hold more than %d blocks and tokens", seatMemory)
+)
 
 // mostSideBySide runs the scheduler over w's requests, every one arriving
 // at once, as a model case hands them to the engine (its queue as deep as
 // maxSeqs), on a cache of blocks, a placeholder standing for each sampled
 // token (bench requests stop at their length, never at a token): the most
-// requests it ran side by side, stopping once that reaches enough. decided
-// is false where it gave up (past seatWork tokens) or the scheduler
-// refused, which run reports as it does.
-func mostSideBySide(w Workload, blocks, blockSize, budget, maxSeqs, enough int) (most int, decided bool) {
+// requests it ran side by side, stopping once that reaches enough, and the
+// work it did (runWork). It is undecided where the scheduler refused,
+// which run reports as it does, or where it gave up, saying why: past
+// seatWork tokens, past left units of work, or holding more than
+// seatMemory.
+func mostSideBySide(w Workload, blocks, blockSize, budget, maxSeqs, enough, left int) (r seatRun, work int) {
+	n, queue := w.Requests, w.Requests
+	if maxSeqs > 0 {
+		queue = maxSeqs
+	}
+	// What the run holds at most: its pool, and the tokens of the
+	// requests queued and running.
+	p, g := w.maxLens()
+	if live := min(n, 2*queue); blocks > seatMemory || (w.Depth+p+g) > (seatMemory-blocks)/live {
+		return seatRun{gaveUp: gaveUpPool}, 0
+	}
+	if work = blocks / 16; work > left {
+		return seatRun{gaveUp: gaveUpSuite}, work
+	}
 	kv, err := cache.New(blocks, blockSize)
 	if err != nil {
-		return 0, false
+		return seatRun{}, work
 	}
 	s := sched.New(sched.Config{TokenBudget: budget, MaxSeqs: maxSeqs}, kv)
 	// Drawn as they are seated: a case of a million requests that decides
 	// within its first few draws no more (Lengths' order).
 	lengths := reqlen.Stream(w.PromptLen, w.GenLen, w.RangeRatio, w.Seed)
-	n, queue := w.Requests, w.Requests
-	if maxSeqs > 0 {
-		queue = maxSeqs
-	}
-	next, work := 0, 0
+	next, tokens := 0, 0
 	for next < n || s.Pending() {
 		for next < n && s.Waiting() < queue {
 			pl, gl := lengths()
 			p := w.Depth + pl
 			q := &sched.Seq{ID: next, Tokens: make([]int32, p, p+gl), Prompt: p, MaxNew: gl, Split: w.Depth}
 			if s.Add(q) != nil {
-				return most, false
+				return r, work
 			}
 			next++
+			work += 1 + (p+gl)/16
 		}
 		b, err := s.Next()
 		if err != nil {
-			return most, false
+			return r, work
 		}
-		if most = max(most, s.Running()); most >= enough {
-			return most, true
+		if r.most = max(r.most, s.Running()); r.most >= enough {
+			r.decided = true
+			return r, work
 		}
 		for _, it := range b.Items {
 			if it.Sample {
 				s.Put(it.Seq, it.Start+it.N, 0)
 			}
 		}
-		if work += b.NumTokens; work > seatWork {
-			return most, false
+		work += runWork(b)
+		if tokens += b.NumTokens; tokens > seatWork {
+			r.gaveUp = gaveUpCase
+			return r, work
+		}
+		if work > left {
+			r.gaveUp = gaveUpSuite
+			return r, work
 		}
 	}
-	return most, true
+	r.decided = true
+	return r, work
 }
+
+// runWork is a scheduler step's work in units of about 15 ns on one core:
+// a step's cost is mostly per item, its slots' per token.
+func runWork(b *sched.Batch) int { return 10 + 10*len(b.Items) + b.NumTokens }
