@@ -47,7 +47,7 @@ func Check(s *suites.Suite, warn func(string)) error {
 	if err := s.Vocabulary(cfg.Name, cfg.Vocab); err != nil {
 		errs = append(errs, err.(suites.ErrorList)...)
 	}
-	sc := newSeatChecks()
+	sc := newSuiteChecks()
 	kvbe, err := kvBackend(s)
 	if err != nil {
 		return err
@@ -67,7 +67,7 @@ func Check(s *suites.Suite, warn func(string)) error {
 		if kvbe != nil {
 			_, kvErr = kvDType(s, c, kvbe, kvbe.ActDType())
 		}
-		for _, err := range []error{checkMoE(s, c, cfg), checkPositions(s, c, cfg), checkKVBlocks(s, c, sc), kvErr} {
+		for _, err := range []error{checkMoE(s, c, cfg), checkPositions(s, c, cfg, sc), checkKVBlocks(s, c, sc), kvErr} {
 			if e, ok := err.(*suites.Error); ok {
 				errs = append(errs, e)
 			} else if err != nil {
@@ -240,7 +240,8 @@ func dedupe(errs suites.ErrorList) suites.ErrorList {
 // checkPositions rejects a case whose sequences outgrow what the model runs
 // exactly (model.Config.Context): the positions it was trained for (its
 // rotary tables and, for learned embeddings, its position table end there).
-func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
+// The requests it draws are sc's, shared by the suite's cases.
+func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config, sc *suiteChecks) error {
 	mp := c.Model
 	n, what := cfg.Context()
 	// With a range ratio, the longest request the run draws must fit, not
@@ -250,7 +251,11 @@ func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 	if p, g := w.maxLens(); n <= 0 || mp.Depth+p+g <= n {
 		return nil
 	}
-	i, prompt, gen := w.longest()
+	i, prompt, gen, why := sc.longest(w)
+	if why != "" {
+		sc.giveUp(positionsUnchecked, why, positionsThen, c.Name)
+		return nil
+	}
 	if mp.Depth+prompt+gen <= n {
 		return nil
 	}
@@ -277,7 +282,7 @@ func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 // scheduler seats a request only where its prompt fits, so the batch would
 // run a part at a time under its label, as a max_seqs below it would. The
 // scheduler runs that decide it are sc's, shared by the suite's cases.
-func checkKVBlocks(s *suites.Suite, c suites.Case, sc *seatChecks) error {
+func checkKVBlocks(s *suites.Suite, c suites.Case, sc *suiteChecks) error {
 	mp := c.Model
 	kb, bs := mp.KVBlocks, mp.BlockSize
 	if kb <= 0 || bs <= 0 {
@@ -289,7 +294,11 @@ func checkKVBlocks(s *suites.Suite, c suites.Case, sc *seatChecks) error {
 	w := caseWorkload(s, mp)
 	i, pl, gl := 0, 0, 0
 	if p, g := w.maxLens(); (mp.Depth+p+g+bs-1)/bs > kb {
-		i, pl, gl = w.longest()
+		var why string
+		if i, pl, gl, why = sc.longest(w); why != "" {
+			sc.giveUp(kvUnchecked, why, kvThen, c.Name)
+			return nil
+		}
 	}
 	// Named as the position checks name theirs: a matrix's line, or a
 	// --set that replaced it, holds many cases.
@@ -324,7 +333,7 @@ func checkKVBlocks(s *suites.Suite, c suites.Case, sc *seatChecks) error {
 // once, decides it (mostSideBySide), so a pool that seats them, preempting
 // as it must, is taken, and the hint is the smallest that does. A run
 // given up past its bounds leaves the case unchecked, noted in sc.
-func seatsChunked(s *suites.Suite, c suites.Case, sc *seatChecks) error {
+func seatsChunked(s *suites.Suite, c suites.Case, sc *suiteChecks) error {
 	mp := c.Model
 	kb, bs := mp.KVBlocks, mp.BlockSize
 	w, budget := caseWorkload(s, mp), caseTokenBudget(mp)
@@ -338,7 +347,7 @@ func seatsChunked(s *suites.Suite, c suites.Case, sc *seatChecks) error {
 	}
 	r := sc.run(w, full, bs, budget, mp.MaxSeqs, seats)
 	if r.gaveUp != "" {
-		sc.giveUp(c.Name, r.gaveUp)
+		sc.giveUp(seatsUnchecked, r.gaveUp, seatsThen, c.Name)
 	}
 	if !r.decided {
 		return nil
@@ -346,7 +355,7 @@ func seatsChunked(s *suites.Suite, c suites.Case, sc *seatChecks) error {
 	want := r.most
 	r = sc.run(w, kb, bs, budget, mp.MaxSeqs, want)
 	if r.gaveUp != "" {
-		sc.giveUp(c.Name, r.gaveUp)
+		sc.giveUp(seatsUnchecked, r.gaveUp, seatsThen, c.Name)
 	}
 	got := r.most
 	if !r.decided || got >= want {

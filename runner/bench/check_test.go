@@ -595,11 +595,14 @@ func TestLongestIsTheScan(t *testing.T) {
 // returned within d: the guard of the suites that once held it for minutes.
 func checkWithin(t *testing.T, s *suites.Suite, d time.Duration, what string) {
 	t.Helper()
-	checkWarnsWithin(t, s, d, what)
+	if _, err := checkWarnsWithin(t, s, d, what); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// checkWarnsWithin is checkWithin, returning what Check warned of.
-func checkWarnsWithin(t *testing.T, s *suites.Suite, d time.Duration, what string) []string {
+// checkWarnsWithin is checkWithin returning what Check warned of and its
+// error.
+func checkWarnsWithin(t *testing.T, s *suites.Suite, d time.Duration, what string) ([]string, error) {
 	t.Helper()
 	type result struct {
 		warned []string
@@ -613,13 +616,10 @@ func checkWarnsWithin(t *testing.T, s *suites.Suite, d time.Duration, what strin
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		return r.warned
+		return r.warned, r.err
 	case <-time.After(d):
 		t.Fatalf("Check of %s did not return in %v", what, d)
-		return nil
+		return nil, nil
 	}
 }
 
@@ -685,7 +685,7 @@ func TestCheckSeatsSuiteBound(t *testing.T) {
 			[]string{"kv_blocks of cases c/kv_blocks=80, c/kv_blocks=81, c/kv_blocks=82 and 997 more not checked against what seats the batch: the scheduler's run over the case's requests passed 4194304 tokens undecided; the run records their preemptions"}},
 		{"each kv_blocks undecided", "batch: 64, prefill_budget: 65536, requests: 1000000", "kv_blocks: 4000-4999",
 			[]string{"kv_blocks of cases c/kv_blocks=4000, c/kv_blocks=4001, c/kv_blocks=4002 and ",
-				"more not checked against what seats the batch: the suite's checks reached their bound of scheduler work before it (split the suite to check the rest); the run records their preemptions"}},
+				"more not checked against what seats the batch: " + gaveUpSuite + "; the run records their preemptions"}},
 		{"a pool past what a run holds", "batch: 65536, prefill_budget: 65536, requests: 1000000", "kv_blocks: 4000-4001",
 			[]string{"kv_blocks of cases c/kv_blocks=4000, c/kv_blocks=4001 not checked against what seats the batch: the scheduler's run would hold more than 67108864 blocks and tokens; the run records their preemptions"}},
 	} {
@@ -698,7 +698,10 @@ cases:
   - name: c
     matrix: { `+tc.matrix+` }
 `)
-			warned := checkWarnsWithin(t, s, 15*time.Second, tc.name)
+			warned, err := checkWarnsWithin(t, s, 15*time.Second, tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var got []string
 			for _, w := range warned {
 				if strings.HasPrefix(w, "kv_blocks of") {
@@ -712,6 +715,45 @@ cases:
 				if !strings.Contains(got[i], w) {
 					t.Errorf("warning %d: %q, want it to say %q", i, got[i], w)
 				}
+			}
+		})
+	}
+}
+
+// The requests a suite's checks draw are drawn once for the cases that
+// draw the same, and bounded with its scheduler runs: each case whose
+// range allows prompts past the model's positions drew its million
+// requests, 3 seconds for these 1000 cases and ten times that for the
+// 10000 a suite may hold. The cases past the bound are said, not passed.
+func TestCheckDrawsSuiteBound(t *testing.T) {
+	for _, tc := range []struct{ name, matrix, want string }{
+		{"one draw for many cases", "{ batch: 1-1000 }", ""},
+		{"a draw for each case", "{ prompt_len: 2000-2999 }",
+			"the requests of cases c/prompt_len="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := loadSuite(t, `name: pos
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+params: { prompt_len: 2900, gen_len: 500, range_ratio: 0.5, requests: 1048576 }
+cases:
+  - name: c
+    matrix: `+tc.matrix+`
+`)
+			warned, err := checkWarnsWithin(t, s, 15*time.Second, tc.name)
+			// Refused for the positions of the requests they draw.
+			if err == nil || !strings.Contains(err.Error(), "more than the 4096 positions of qwen3-moe-mini") {
+				t.Errorf("Check: %v, want cases refused past the positions", err)
+			}
+			if tc.want == "" {
+				if len(warned) > 0 {
+					t.Errorf("warned %q", warned)
+				}
+				return
+			}
+			suffix := "not checked against the model's positions: " + gaveUpSuite + "; the run refuses a request past them when it comes"
+			if len(warned) != 1 || !strings.HasPrefix(warned[0], tc.want) || !strings.HasSuffix(warned[0], suffix) {
+				t.Errorf("warned %q, want a line %q ... %q", warned, tc.want, suffix)
 			}
 		})
 	}

@@ -67,6 +67,12 @@ func (w Workload) Lengths() (prompt, gen []int) {
 // lengths may be drawn by no request, so what must hold every request the
 // run makes (a cache, the model's positions) is checked against this one.
 func (w Workload) longest() (i, prompt, gen int) {
+	return w.longestWithin(func() bool { return true })
+}
+
+// longestWithin is longest, drawing a request only while more says so
+// (a check's bound of work): what it found before then where it stops.
+func (w Workload) longestWithin(more func() bool) (i, prompt, gen int) {
 	if w.RangeRatio <= 0 {
 		return 0, w.PromptLen, w.GenLen // every request's, with nothing drawn
 	}
@@ -79,7 +85,7 @@ func (w Workload) longest() (i, prompt, gen int) {
 			i, prompt, gen = j, p, g
 		}
 		j++
-		return prompt+gen < mp+mg
+		return prompt+gen < mp+mg && more()
 	})
 	return i, prompt, gen
 }

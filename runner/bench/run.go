@@ -881,7 +881,7 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 	var errs suites.ErrorList
 	// The kv_blocks checks' scheduler runs, shared by the cases as Check
 	// shares them; what they left unchecked is said once the cases are.
-	sc := newSeatChecks()
+	sc := newSuiteChecks()
 	fail := func(p suites.Pos, format string, args ...any) {
 		if e, ok := s.ErrorAt(p, format, args...).(*suites.Error); ok {
 			errs = append(errs, e)
@@ -1150,7 +1150,7 @@ type loadedModel struct {
 	where string
 }
 
-func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, limit int64, sc *seatChecks) (*ModelCase, error) {
+func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, limit int64, sc *suiteChecks) (*ModelCase, error) {
 	sm, mp := s.Model, c.Model
 	w := caseWorkload(s, mp)
 	opts := engine.Options{
@@ -1192,7 +1192,7 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 	}
 	// Every case is checked against the model it runs, whether it loads it
 	// or an earlier case did: its own cache size and kv_dtype may not fit.
-	cfg, err := checkCase(s, c, be, lm, opts, limit)
+	cfg, err := checkCase(s, c, be, lm, opts, limit, sc)
 	if err != nil {
 		if first {
 			lm.src.Close()
@@ -1215,13 +1215,13 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 // positions, a kv_dtype the backend lacks, or weights and cache past the
 // memory available; it returns the config the case runs (fewer layers
 // under fit: truncate-layers).
-func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedModel, opts engine.Options, limit int64) (*model.Config, error) {
+func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedModel, opts engine.Options, limit int64, sc *suiteChecks) (*model.Config, error) {
 	if err := checkMoE(s, c, lm.cfg); err != nil {
 		return nil, err
 	}
 	// Positions first: a case past the model's context would also size
 	// its cache past memory, and the positions are what is wrong.
-	if err := checkPositions(s, c, lm.cfg); err != nil {
+	if err := checkPositions(s, c, lm.cfg, sc); err != nil {
 		return nil, err
 	}
 	avail, where := lm.avail, lm.where
@@ -1243,8 +1243,15 @@ func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedMode
 	// one computes its tokens again), less than the cache's whole blocks
 	// where its requests are short: the longest request the run draws, not
 	// the longest a range_ratio allows, which none may reach.
+	// Where the draws were given up, the longest the range allows stands
+	// for it: the step is sized for no less than the run brings.
 	mp := c.Model
-	_, prompt, gen := caseWorkload(s, mp).longest()
+	w := caseWorkload(s, mp)
+	_, prompt, gen, why := sc.longest(w)
+	if why != "" {
+		prompt, gen = w.maxLens()
+		sc.giveUp(stepUnchecked, why, "", c.Name)
+	}
 	seqs := mp.Requests
 	if mp.MaxSeqs > 0 {
 		seqs = min(seqs, mp.MaxSeqs)

@@ -77,37 +77,54 @@ type poolKey struct {
 // seat its want, the most known not to (0: none).
 type pools struct{ seat, short int }
 
-// seatChecks holds the scheduler runs of one suite's checks (Check's, or
-// run's before any work): identical runs are run once, all of them
-// together do at most suiteSeatWork, and the cases whose check was given
-// up are kept to be said (notes), not passed without a word.
-type seatChecks struct {
+// suiteChecks holds the scheduler runs and draws of one suite's checks
+// (Check's, or run's before any work): identical ones are made once, all
+// of them together do at most suiteSeatWork, and the checks given up are
+// kept to be said (notes), not passed or refused without a word.
+type suiteChecks struct {
 	runs       map[seatKey]seatRun
 	pools      map[poolKey]*pools
+	drawn      map[drawKey]drawn
 	spent      int
-	notChecked map[string][]string // why -> cases
-	order      []string            // the whys, as first met
+	notChecked map[unchecked][]string // the cases of each
+	order      []unchecked            // as first met
 }
 
-func newSeatChecks() *seatChecks {
-	return &seatChecks{runs: map[seatKey]seatRun{}, pools: map[poolKey]*pools{}, notChecked: map[string][]string{}}
+func newSuiteChecks() *suiteChecks {
+	return &suiteChecks{runs: map[seatKey]seatRun{}, pools: map[poolKey]*pools{}, drawn: map[drawKey]drawn{}, notChecked: map[unchecked][]string{}}
 }
 
-// giveUp notes that case name's kv_blocks was not checked, and why.
-func (sc *seatChecks) giveUp(name, why string) {
-	if _, ok := sc.notChecked[why]; !ok {
-		sc.order = append(sc.order, why)
+// unchecked is a check given up, as notes says it: what was not checked
+// (%s: the cases), why, and what the run does instead (a %s in it: its
+// or their).
+type unchecked struct{ what, why, then string }
+
+// What the checks give up, said by suiteChecks.notes.
+const (
+	seatsUnchecked     = "kv_blocks of %s not checked against what seats the batch"
+	seatsThen          = "the run records %s preemptions"
+	positionsUnchecked = "the requests of %s not checked against the model's positions"
+	kvUnchecked        = "kv_blocks of %s not checked against the longest request the run draws"
+	positionsThen      = "the run refuses a request past them when it comes"
+	kvThen             = "the run stops at a request they cannot hold"
+	stepUnchecked      = "the largest step of %s sized for the longest request the range allows, not the longest the run draws"
+)
+
+// giveUp notes that case name's check what was given up, and why.
+func (sc *suiteChecks) giveUp(what, why, then, name string) {
+	u := unchecked{what, why, then}
+	if _, ok := sc.notChecked[u]; !ok {
+		sc.order = append(sc.order, u)
 	}
-	sc.notChecked[why] = append(sc.notChecked[why], name)
+	sc.notChecked[u] = append(sc.notChecked[u], name)
 }
 
-// notes are the lines that say which cases' kv_blocks were not checked
-// against what seats their batch, one a reason, naming up to three cases
-// and how many more.
-func (sc *seatChecks) notes() []string {
+// notes are the lines that say which cases' checks were given up, one a
+// check and reason, naming up to three cases and how many more.
+func (sc *suiteChecks) notes() []string {
 	var out []string
-	for _, why := range sc.order {
-		names := sc.notChecked[why]
+	for _, u := range sc.order {
+		names := sc.notChecked[u]
 		list := strings.Join(names[:min(len(names), 3)], ", ")
 		if len(names) > 3 {
 			list += fmt.Sprintf(" and %d more", len(names)-3)
@@ -116,14 +133,60 @@ func (sc *seatChecks) notes() []string {
 		if len(names) > 1 {
 			which, their = "cases "+list, "their"
 		}
-		out = append(out, fmt.Sprintf("kv_blocks of %s not checked against what seats the batch: %s; the run records %s preemptions", which, why, their))
+		line := fmt.Sprintf(u.what, which) + ": " + u.why
+		switch {
+		case strings.Contains(u.then, "%s"):
+			line += "; " + fmt.Sprintf(u.then, their)
+		case u.then != "":
+			line += "; " + u.then
+		}
+		out = append(out, line)
 	}
 	return out
 }
 
+// drawKey is what the requests a workload draws depend on.
+type drawKey struct {
+	requests, prompt, gen int
+	ratio                 float64
+	seed                  uint64
+}
+
+// drawn is the longest request of a workload (Workload.longest), or why
+// it was not found.
+type drawn struct {
+	i, prompt, gen int
+	gaveUp         string
+}
+
+// drawWork is a drawn request's work in runWork's units.
+const drawWork = 3
+
+// longest is w.longest(), drawn once for a suite however many cases ask,
+// within what is left of suiteSeatWork; why says why it gave up, if it
+// did (gaveUpSuite).
+func (sc *suiteChecks) longest(w Workload) (i, prompt, gen int, why string) {
+	if w.RangeRatio <= 0 {
+		return 0, w.PromptLen, w.GenLen, "" // nothing drawn
+	}
+	k := drawKey{w.Requests, w.PromptLen, w.GenLen, w.RangeRatio, w.Seed}
+	d, ok := sc.drawn[k]
+	if !ok {
+		left := (suiteSeatWork - sc.spent) / drawWork
+		n := 0
+		d.i, d.prompt, d.gen = w.longestWithin(func() bool { n++; return n <= left })
+		if n > left && n < w.Requests { // stopped short, not at the last request
+			d = drawn{gaveUp: gaveUpSuite}
+		}
+		sc.spent += n * drawWork
+		sc.drawn[k] = d
+	}
+	return d.i, d.prompt, d.gen, d.gaveUp
+}
+
 // run is mostSideBySide(w, blocks, ...), run once for a suite however many
 // cases ask, within what is left of suiteSeatWork.
-func (sc *seatChecks) run(w Workload, blocks, blockSize, budget, maxSeqs, enough int) seatRun {
+func (sc *suiteChecks) run(w Workload, blocks, blockSize, budget, maxSeqs, enough int) seatRun {
 	k := seatKey{w.Requests, w.PromptLen, w.GenLen, w.Depth, w.RangeRatio, w.Seed, blocks, blockSize, budget, maxSeqs, enough}
 	if r, ok := sc.runs[k]; ok {
 		return r
@@ -134,10 +197,10 @@ func (sc *seatChecks) run(w Workload, blocks, blockSize, budget, maxSeqs, enough
 	return r
 }
 
-// The reasons a run gives up, said by seatChecks.notes.
+// The reasons a check gives up, said by suiteChecks.notes.
 var (
 	gaveUpCase  = fmt.Sprintf("the scheduler's run over the case's requests passed %d tokens undecided", seatWork)
-	gaveUpSuite = "the suite's checks reached their bound of scheduler work before it (split the suite to check the rest)"
+	gaveUpSuite = "the suite's checks reached their bound of work (scheduler runs and requests drawn) before it (split the suite to check the rest)"
 	gaveUpPool  = fmt.Sprintf("the scheduler's run would hold more than %d blocks and tokens", seatMemory)
 )
 
