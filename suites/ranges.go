@@ -146,3 +146,33 @@ func ParseIntList(s string, min int) ([]int, error) {
 	}
 	return out, nil
 }
+
+// ParseParamList reads a list flag of integer parameter name (bench's -b,
+// -p, -n and -d) as a matrix reads a range string of it: ParseIntList, then
+// the parameter's bounds checked once for the whole string, naming its first
+// value out of them, as expandRanges does (rangeValuesBad): a range past
+// them (1-999999*2 over batch) is one error, not one for each value it
+// makes.
+func ParseParamList(name, s string) ([]int, error) {
+	spec, ok := params[name]
+	if !ok || !spec.isInt {
+		return nil, fmt.Errorf("%q is not an integer parameter", name)
+	}
+	vals, err := ParseIntList(s, int(spec.min))
+	if err != nil {
+		return nil, err
+	}
+	msg, hint := rangeValuesBad(name, spec, vals)
+	if msg == "" {
+		return vals, nil
+	}
+	if hint != "" {
+		msg += " (" + hint + ")"
+	}
+	// Named as a matrix names a range string: one value alone is said as
+	// the value.
+	if strings.ContainsAny(s, "-,") {
+		msg = fmt.Sprintf("range %q: %s", s, msg)
+	}
+	return nil, errors.New(msg)
+}

@@ -3,6 +3,7 @@ package suites
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -47,6 +48,34 @@ func TestParseIntListRefuses(t *testing.T) {
 		_, err := ParseIntList(in, 0)
 		if got := fmt.Sprint(err); want == "" && err != nil || want != "" && got != want {
 			t.Errorf("ParseIntList(%q): %v, want %q", in, err, want)
+		}
+	}
+}
+
+// A list flag of an integer parameter is checked against the parameter's
+// bounds once for the whole list, as a matrix's range string is.
+func TestParseParamList(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []int
+		err      string
+	}{
+		{ParamBatch, "1-16*2", []int{1, 2, 4, 8, 16}, ""},
+		{ParamBatch, "1-999999*2", nil, `range "1-999999*2": batch must be from 1 to 65536, got 131072`},
+		{ParamBatch, "70000", nil, "batch must be from 1 to 65536, got 70000"},
+		{ParamDepth, "0,512", []int{0, 512}, ""},
+		{ParamDepth, "-1", nil, "-1 is below 0"},
+		{"block_size", "8-32*2", []int{8, 16, 32}, ""},
+		{"block_size", "8-24+8", nil, `range "8-24+8": block_size must be one of 8, 16, 32, got 24`},
+		{"sampling", "1", nil, `"sampling" is not an integer parameter`},
+	} {
+		got, err := ParseParamList(tc.name, tc.in)
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		if msg != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseParamList(%s, %q) = %v, %v; want %v, %q", tc.name, tc.in, got, err, tc.want, tc.err)
 		}
 	}
 }

@@ -101,14 +101,20 @@ func benchCommand() *cli.Command {
 			if c.IsSet("burstiness") && spec.Rates == nil {
 				return fmt.Errorf("--burstiness shapes the gaps between requests arriving at --request-rate; give a rate")
 			}
+			// Read by the rule a matrix reads a range of the parameter by,
+			// its bounds included: a range past them is one error, at the
+			// flag, said with every other list flag's.
+			var listErrs []error
 			for _, l := range []struct {
-				flag string
-				dst  *[]int
-				min  int
-			}{{"batch", &spec.Batch, 1}, {"prompt", &spec.Prompt, 1}, {"gen", &spec.Gen, 1}, {"depth", &spec.Depth, 0}} {
-				if *l.dst, err = suites.ParseIntList(c.String(l.flag), l.min); err != nil {
-					return fmt.Errorf("--%s: %w", l.flag, err)
+				flag, param string
+				dst         *[]int
+			}{{"batch", suites.ParamBatch, &spec.Batch}, {"prompt", suites.ParamPromptLen, &spec.Prompt}, {"gen", suites.ParamGenLen, &spec.Gen}, {"depth", suites.ParamDepth, &spec.Depth}} {
+				if *l.dst, err = suites.ParseParamList(l.param, c.String(l.flag)); err != nil {
+					listErrs = append(listErrs, fmt.Errorf("--%s: %w", l.flag, err))
 				}
+			}
+			if err := errors.Join(listErrs...); err != nil {
+				return err
 			}
 			// An unusable --backend is said as every command says it, with
 			// the other flags' problems, before anything is printed.

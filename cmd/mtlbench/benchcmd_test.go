@@ -74,3 +74,33 @@ func TestOneSuiteArgument(t *testing.T) {
 		}
 	}
 }
+
+// bench's list flags are read by the rule a matrix reads a range by, the
+// parameter's bounds included: a range past them is one error naming the
+// flag, the range and its first value out of them, where each value it
+// made was an error of its own (-b 1-999999*2 said three). Each flag's
+// error is said, one line each.
+func TestBenchListPastBounds(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-b", "1-999999*2"}, `--batch: range "1-999999*2": batch must be from 1 to 65536, got 131072`},
+		{[]string{"-b", "1-4", "-b", "100000"}, `--batch: range "1-4,100000": batch must be from 1 to 65536, got 100000`},
+		{[]string{"-b", "100000"}, `--batch: batch must be from 1 to 65536, got 100000`},
+		{[]string{"-p", "1-99999999*4"}, `--prompt: range "1-99999999*4": prompt_len must be from 1 to 16777216, got 67108864`},
+		{[]string{"-d", "0-99999999+10000000"}, `--depth: range "0-99999999+10000000": depth must be from 0 to 16777216, got 20000000`},
+		{[]string{"-n", "1-999999999*8", "-p", "20000000,1"}, `--prompt: range "20000000,1": prompt_len must be from 1 to 16777216, got 20000000` + "\n" +
+			`--gen: range "1-999999999*8": gen_len must be from 1 to 16777216, got 134217728`},
+		// ParseIntList's own bounds, as before.
+		{[]string{"-b", "1-999999"}, `--batch: range "1-999999": more than 1000 values`},
+	} {
+		_, stderr, err := mtl(t, append([]string{"bench", "-m", "qwen3-moe-mini", "--print-suite"}, tc.args...)...)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("bench %q: %v, want exactly %q", tc.args, err, tc.want)
+		}
+		if stderr != "" {
+			t.Errorf("bench %q wrote %q", tc.args, stderr)
+		}
+	}
+}
