@@ -33,10 +33,11 @@ func caseTokenBudget(mp suites.ModelParams) int {
 // before it gives up undecided: a case of many long requests is left to run.
 const seatWork = 1 << 22
 
-// suiteSeatWork bounds the work of every scheduler run one suite's checks
-// make together (Check's, run's), in units of about 15 ns on one core
-// (runWork): each case's runs are bounded by seatWork, but a sweep of a
-// thousand kv_blocks values over a million requests took minutes.
+// suiteSeatWork bounds the work of every scheduler run and every request
+// drawn that one suite's checks make together (Check's, run's), in units
+// of about 15 ns on one core (runWork, drawWork): each case's runs are
+// bounded by seatWork, but a sweep of a thousand kv_blocks values over a
+// million requests took minutes.
 const suiteSeatWork = 1 << 27
 
 // seatMemory bounds what one scheduler run holds, its pool's blocks and
@@ -48,10 +49,10 @@ const seatMemory = 1 << 26
 // of a sweep that run the same (the pool of the workload's size, shared by
 // every kv_blocks value) run it once.
 type seatKey struct {
-	requests, prompt, gen, depth            int
-	ratio                                   float64
-	seed                                    uint64
-	blocks, blockSize, budget, maxSeqs, bar int
+	requests, prompt, gen, depth               int
+	ratio                                      float64
+	seed                                       uint64
+	blocks, blockSize, budget, maxSeqs, enough int
 }
 
 // seatRun is the outcome of one scheduler run.
