@@ -201,7 +201,7 @@ func (sc *suiteChecks) run(w Workload, blocks, blockSize, budget, maxSeqs, enoug
 // The reasons a check gives up, said by suiteChecks.notes.
 var (
 	gaveUpCase  = fmt.Sprintf("the scheduler's run over the case's requests passed %d tokens undecided", seatWork)
-	gaveUpSuite = "the suite's checks reached their bound of work (scheduler runs and requests drawn) before it (split the suite to check the rest)"
+	gaveUpSuite = "the suite's checks had reached their bound of work (scheduler runs and requests drawn) by then (split the suite to check the rest)"
 	gaveUpPool  = fmt.Sprintf("the scheduler's run would hold more than %d blocks and tokens", seatMemory)
 )
 
