@@ -28,6 +28,16 @@ type sweepShape struct {
 	batch                      int
 	moe                        bridge.MoEStrategy
 	block                      int // KV cache block size other than the engine's 16
+	tie                        bool
+	window                     int  // sliding_window (mistral)
+	noNormTopK                 bool // norm_topk_prob false (qwen3_moe)
+	sparseStep                 int  // decoder_sparse_step (qwen3_moe)
+	mlpOnly                    []int
+	ggml                       quant.Type // a GGML type in place of the preset's (q8_0: Q4_0; q4_k_m: Q6_K)
+	cache                      string     // Metal's KV cache dtype in every mode
+	chunk                      int        // the chunked mode's token budget other than 16
+	lens                       []int      // prompt lengths in place of the modes'
+	kvTokens                   int        // a cache smaller than 2048 tokens, which preempts
 }
 
 func (s sweepShape) config() []byte {
@@ -62,7 +72,19 @@ func (s sweepShape) config() []byte {
 	case "qwen3_moe":
 		c["architectures"] = []string{"Qwen3MoeForCausalLM"}
 		c["num_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"] = s.experts, s.topK, s.moeInter
-		c["norm_topk_prob"] = true
+		c["norm_topk_prob"] = !s.noNormTopK
+		if s.sparseStep != 0 {
+			c["decoder_sparse_step"] = s.sparseStep
+		}
+		if s.mlpOnly != nil {
+			c["mlp_only_layers"] = s.mlpOnly
+		}
+	}
+	if s.tie {
+		c["tie_word_embeddings"] = true
+	}
+	if s.window != 0 {
+		c["sliding_window"] = s.window
 	}
 	if s.arch != "gpt2" {
 		c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"] = s.hidden, s.heads, s.kv
@@ -91,17 +113,50 @@ func (s sweepShape) String() string {
 	if s.block != 0 {
 		n += fmt.Sprintf("/bs%d", s.block)
 	}
+	if s.tie {
+		n += "/tied"
+	}
+	if s.window != 0 {
+		n += fmt.Sprintf("/w%d", s.window)
+	}
+	if s.noNormTopK {
+		n += "/unnormed"
+	}
+	if s.sparseStep != 0 || s.mlpOnly != nil {
+		n += fmt.Sprintf("/sparse%d%v", s.sparseStep, s.mlpOnly)
+	}
+	if s.ggml != 0 {
+		n += "/" + quant.Spec{Type: s.ggml}.String()
+	}
+	if s.group != 0 {
+		n += fmt.Sprintf("/g%d", s.group)
+	}
+	if s.cache != "" {
+		n += "/kv" + s.cache
+	}
+	if s.chunk != 0 {
+		n += fmt.Sprintf("/c%d", s.chunk)
+	}
+	if s.lens != nil {
+		n += fmt.Sprintf("/p%d", s.lens[0])
+	}
+	if s.kvTokens != 0 {
+		n += fmt.Sprintf("/kvt%d", s.kvTokens)
+	}
 	return n
 }
 
 // TestShapesSweepMatchesCPU runs synthetic models of shapes no fixture has
 // (hidden and intermediate sizes off the kernels' tiles, padded heads, odd
 // GQA ratios and expert counts, vocabularies off 32, cache blocks of 8, 16
-// and 32) on the emulated Metal backend and the CPU, one request or several
-// at once, prefilled in chunks, whole or a token a step, then decoded: the
-// CPU's tokens and last prompt logits within 1e-4 (f32) or 1e-3 (half
-// floats, packed weights) with an f32 KV cache on both, within 3e-2 with
-// Metal's cache in half floats, which rounds every key and value.
+// and 32, sliding windows, tied embeddings, Qwen3-MoE's routing options,
+// MLX groups of 32 to 128 and GGUF block types) on the emulated Metal
+// backend and the CPU, one request or several at once (up to 40, and nine
+// in caches that preempt), prefilled in chunks, whole or a token a step,
+// then decoded: the CPU's tokens and last prompt logits within 1e-4 (f32)
+// or 1e-3 (half floats, packed weights) with an f32 KV cache on both,
+// within 3e-2 with Metal's cache in half floats, which rounds every key and
+// value.
 func TestShapesSweepMatchesCPU(t *testing.T) {
 	mb := newEmu(t, metal.Tuning{})
 	f32, f16, bf16 := bridge.F32, bridge.F16, bridge.BF16
@@ -145,6 +200,43 @@ func TestShapesSweepMatchesCPU(t *testing.T) {
 		{arch: "qwen2", hidden: 160, heads: 14, kv: 2, headDim: 64, inter: 224, vocab: 1003, layers: 1, dtype: bf16, quant: "q4", group: 32, batch: 3, block: 8},
 		{arch: "mistral", hidden: 256, heads: 3, kv: 1, headDim: 112, inter: 344, vocab: 151, layers: 1, dtype: f32, quant: "q4_k_m", batch: 3},
 		{arch: "qwen3_moe", hidden: 160, heads: 5, kv: 1, headDim: 32, inter: 88, vocab: 151, layers: 1, experts: 7, topK: 3, moeInter: 96, dtype: bf16, quant: "q8_0", batch: 3},
+		// GQA 8 over a single KV head of 128, GQA 4 and 2 over heads of
+		// 64, heads of 256 one to one; caches in half floats under every
+		// mode (prefill attention reads them too); chunks of 7 and 40,
+		// which split a cache block and the GEMM tiles
+		{arch: "qwen3", hidden: 100, heads: 8, kv: 1, headDim: 128, inter: 200, vocab: 257, layers: 1, dtype: f16, batch: 3, cache: "f16"},
+		{arch: "qwen2", hidden: 96, heads: 8, kv: 2, headDim: 64, inter: 150, vocab: 1001, layers: 2, dtype: bf16, batch: 3, cache: "f16", chunk: 7},
+		{arch: "qwen3", hidden: 72, heads: 2, kv: 2, headDim: 256, inter: 100, vocab: 131, layers: 1, dtype: f32, batch: 3, cache: "bf16", chunk: 40},
+		{arch: "mistral", hidden: 88, heads: 4, kv: 2, headDim: 64, inter: 120, vocab: 509, layers: 2, dtype: f32, batch: 3, window: 8},
+		{arch: "mistral", hidden: 100, heads: 4, kv: 1, headDim: 80, inter: 120, vocab: 509, layers: 1, dtype: bf16, batch: 3, window: 24, cache: "f16"},
+		{arch: "llama", hidden: 96, heads: 3, kv: 3, headDim: 32, inter: 200, vocab: 513, layers: 2, dtype: f16, batch: 3, tie: true},
+		{arch: "gpt2", hidden: 64, heads: 1, inter: 100, vocab: 257, layers: 2, dtype: f32, batch: 3, cache: "f16", chunk: 7},
+		// Qwen3-MoE's routing without renormalising the top-k, one expert
+		// and every one of them, MoE every second layer or all but the
+		// first
+		{arch: "qwen3_moe", hidden: 72, heads: 4, kv: 2, headDim: 32, inter: 88, vocab: 151, layers: 2, experts: 8, topK: 2, moeInter: 40, dtype: f32, batch: 3, noNormTopK: true, sparseStep: 2},
+		{arch: "qwen3_moe", hidden: 72, heads: 4, kv: 1, headDim: 64, inter: 88, vocab: 151, layers: 2, experts: 8, topK: 8, moeInter: 40, dtype: bf16, batch: 3, noNormTopK: true, mlpOnly: []int{0}},
+		{arch: "qwen3_moe", hidden: 72, heads: 4, kv: 1, headDim: 64, inter: 88, vocab: 151, layers: 1, experts: 6, topK: 1, moeInter: 40, dtype: f16, batch: 3, noNormTopK: true},
+		// MLX q8 in groups of 32 and 128, GGUF Q4_0 and Q6_K
+		{arch: "qwen3", hidden: 128, heads: 2, kv: 1, headDim: 64, inter: 96, vocab: 151, layers: 1, dtype: bf16, quant: "q8", group: 32, batch: 3},
+		{arch: "qwen3", hidden: 256, heads: 2, kv: 1, headDim: 128, inter: 384, vocab: 151, layers: 1, dtype: f16, quant: "q8", group: 128, batch: 3},
+		{arch: "qwen2", hidden: 96, heads: 3, kv: 1, headDim: 32, inter: 160, vocab: 151, layers: 1, dtype: f32, quant: "q8_0", ggml: quant.Q4_0, batch: 3},
+		{arch: "qwen3", hidden: 256, heads: 2, kv: 1, headDim: 128, inter: 512, vocab: 151, layers: 1, dtype: f32, quant: "q4_k_m", ggml: quant.Q6_K, batch: 3},
+		// GGUF Q4_K_M over experts whose rows fall back to Q5_0, Q6_K
+		// down projections in both layers (use_more_bits)
+		{arch: "qwen3_moe", hidden: 256, heads: 4, kv: 1, headDim: 64, inter: 88, vocab: 151, layers: 2, experts: 8, topK: 2, moeInter: 96, dtype: f32, quant: "q4_k_m", batch: 3},
+		// GQA 8 over two KV heads of 256 (the decode kernel's 8 query heads
+		// a threadgroup at its largest head)
+		{arch: "qwen3", hidden: 64, heads: 16, kv: 2, headDim: 256, inter: 96, vocab: 151, layers: 1, dtype: f32, batch: 3},
+		// contexts past the default 512-key partitions of decode attention;
+		// 40 sequences at decode, past the GEMM's 32-row tiles
+		{arch: "qwen3", hidden: 64, heads: 4, kv: 1, headDim: 64, inter: 96, vocab: 151, layers: 1, dtype: bf16, batch: 2, chunk: 200, lens: []int{600, 530}},
+		{arch: "qwen3", hidden: 64, heads: 8, kv: 1, headDim: 128, inter: 96, vocab: 151, layers: 1, dtype: f32, batch: 40, lens: raggedLens(40)},
+		// caches of five blocks for nine prompts that each fill about
+		// one: sequences are preempted as they decode into a second block,
+		// and computed again
+		{arch: "qwen2", hidden: 64, heads: 4, kv: 2, headDim: 64, inter: 96, vocab: 151, layers: 2, dtype: bf16, batch: 9, block: 8, kvTokens: 40, lens: []int{7, 8, 6, 7, 5, 7, 3, 7, 6}},
+		{arch: "qwen3_moe", hidden: 64, heads: 4, kv: 1, headDim: 64, inter: 88, vocab: 151, layers: 1, experts: 8, topK: 2, moeInter: 40, dtype: f16, batch: 9, kvTokens: 80, cache: "f32", lens: []int{15, 15, 14, 13, 15, 12, 15, 15, 9}},
 	}
 	// chunked: a 37-token prompt in chunks of 16 beside shorter ones, one
 	// pass of attention over each context; whole: a 70-token prompt and
@@ -166,10 +258,10 @@ func TestShapesSweepMatchesCPU(t *testing.T) {
 	}
 	for _, s := range shapes {
 		for _, m := range modes {
-			if m.kv != "f32" && s.dtype == bridge.F32 && s.quant == "" {
+			if m.kv != "f32" && s.dtype == bridge.F32 && s.quant == "" && s.cache == "" {
 				continue // the cache stays f32: the decode steps above cover it
 			}
-			t.Run(s.String()+"/"+m.name, func(t *testing.T) { sweepOne(t, s, m.be, m.lens[:s.batch], m.budget, m.kv) })
+			t.Run(s.String()+"/"+m.name, func(t *testing.T) { sweepOne(t, s, m.be, m.lens[:min(s.batch, len(m.lens))], m.budget, m.kv) })
 		}
 	}
 }
@@ -194,13 +286,31 @@ func sweepOne(t *testing.T, s sweepShape, mb *metal.Backend, lens []int, budget 
 		}
 		cfg.Quant.Default.Group = s.group
 	}
+	if s.ggml != 0 {
+		// Q4_0 takes the rows Q8_0 does, Q6_K those Q4_K does: the
+		// preset's default spec changes type in place, its fallbacks stay.
+		cfg.Quant.Default.Type = s.ggml
+	}
 	cached := model.NewCached(src)
+	if s.lens != nil {
+		lens = s.lens
+	}
 	var reqs []engine.Request
 	for i, n := range lens {
 		p := enginetest.Prompt(n+i, cfg.Vocab)[i:]
 		reqs = append(reqs, engine.Request{ID: i, Prompt: p, MaxNewTokens: 4, WantLogits: true})
 	}
-	opts := engine.Options{KVTokens: 512, KVDType: "f32", TokenBudget: budget, BlockSize: s.block, MoE: bridge.MoEParams{Strategy: s.moe, ChunkSize: 5}}
+	if s.chunk != 0 && budget > 1 {
+		budget = s.chunk
+	}
+	if s.cache != "" {
+		kv = s.cache
+	}
+	kvTokens := 2048
+	if s.kvTokens != 0 {
+		kvTokens = s.kvTokens
+	}
+	opts := engine.Options{KVTokens: kvTokens, KVDType: "f32", TokenBudget: budget, BlockSize: s.block, MoE: bridge.MoEParams{Strategy: s.moe, ChunkSize: 5}}
 	var outs [2][]engine.Output
 	for i, be := range []bridge.Backend{cpu.New(cpu.Options{}), mb} {
 		o := opts
@@ -211,20 +321,62 @@ func sweepOne(t *testing.T, s sweepShape, mb *metal.Backend, lens []int, budget 
 		if err != nil {
 			t.Fatalf("%s: %v", be.Info().Backend, err)
 		}
-		outs[i], err = e.Generate(reqs)
+		var preempted int
+		outs[i], preempted, err = generate(e, reqs)
 		e.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", be.Info().Backend, err)
+		}
+		// A token a step runs the sequences nearly one after another,
+		// which need not preempt.
+		if s.kvTokens != 0 && budget != 1 && preempted == 0 {
+			t.Fatalf("%s: no sequence was preempted in a cache of %d tokens", be.Info().Backend, s.kvTokens)
 		}
 	}
 	tol := 1e-4
 	if s.dtype != bridge.F32 || s.quant != "" {
 		tol = 1e-3
 	}
-	if kv != "f32" && s.dtype != bridge.F32 {
+	if kv != "f32" && (s.dtype != bridge.F32 || s.cache != "") {
 		tol = 3e-2
 	}
 	enginetest.OutputsMatch(t, outs[1], outs[0], "the CPU's", tol)
+}
+
+// raggedLens are n prompt lengths of 1 to 23 tokens.
+func raggedLens(n int) []int {
+	l := make([]int, n)
+	for i := range l {
+		l[i] = 1 + i*37%23
+	}
+	return l
+}
+
+// generate is engine.Generate counting the sequences preempted on the way.
+func generate(e *engine.Engine, reqs []engine.Request) ([]engine.Output, int, error) {
+	out := make([]engine.Output, len(reqs))
+	for i, r := range reqs {
+		if err := e.Add(r); err != nil {
+			return nil, 0, err
+		}
+		out[i].ID = r.ID
+	}
+	preempted := 0
+	for e.Pending() {
+		res, err := e.Step()
+		if err != nil {
+			return nil, 0, err
+		}
+		preempted += res.Preempted
+		for _, s := range res.Sampled {
+			o := &out[s.ReqID] // request ids are their indices
+			o.Tokens = append(o.Tokens, s.Token)
+			if s.Logits != nil {
+				o.Logits = s.Logits
+			}
+		}
+	}
+	return out, preempted, nil
 }
 
 // A tuning that runs every query through the tiled prefill kernel
