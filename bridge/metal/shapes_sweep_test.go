@@ -85,6 +85,11 @@ func (s sweepShape) config() []byte {
 	}
 	if s.window != 0 {
 		c["sliding_window"] = s.window
+		if s.arch != "mistral" {
+			// The Qwen classes slide the layers from max_window_layers
+			// on, Qwen3-MoE's all of them, with use_sliding_window only.
+			c["use_sliding_window"], c["max_window_layers"] = true, 1
+		}
 	}
 	if s.arch != "gpt2" {
 		c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"] = s.hidden, s.heads, s.kv
@@ -209,6 +214,10 @@ func TestShapesSweepMatchesCPU(t *testing.T) {
 		{arch: "qwen3", hidden: 72, heads: 2, kv: 2, headDim: 256, inter: 100, vocab: 131, layers: 1, dtype: f32, batch: 3, cache: "bf16", chunk: 40},
 		{arch: "mistral", hidden: 88, heads: 4, kv: 2, headDim: 64, inter: 120, vocab: 509, layers: 2, dtype: f32, batch: 3, window: 8},
 		{arch: "mistral", hidden: 100, heads: 4, kv: 1, headDim: 80, inter: 120, vocab: 509, layers: 1, dtype: bf16, batch: 3, window: 24, cache: "f16"},
+		// Qwen2's window from max_window_layers on (layer 0 attends to
+		// every key, layer 1 to 8), Qwen3-MoE's on every layer
+		{arch: "qwen2", hidden: 64, heads: 4, kv: 2, headDim: 64, inter: 96, vocab: 151, layers: 2, dtype: f32, batch: 3, window: 8},
+		{arch: "qwen3_moe", hidden: 64, heads: 4, kv: 2, headDim: 64, inter: 96, vocab: 151, layers: 2, experts: 8, topK: 2, moeInter: 40, dtype: f32, batch: 3, window: 12},
 		{arch: "llama", hidden: 96, heads: 3, kv: 3, headDim: 32, inter: 200, vocab: 513, layers: 2, dtype: f16, batch: 3, tie: true},
 		{arch: "gpt2", hidden: 64, heads: 1, inter: 100, vocab: 257, layers: 2, dtype: f32, batch: 3, cache: "f16", chunk: 7},
 		// Qwen3-MoE's routing without renormalising the top-k, one expert
