@@ -115,6 +115,7 @@ type rewriter struct {
 	kkeys     []string        // each body's kernel as its body names it (f, f<T, N>); "" if it cannot
 	knames    map[string]bool
 	tmplNames map[string]bool     // the names the unit declares templates of (templateNames)
+	aliases   map[string]bool     // the names the unit or the library declares type aliases of (aliasNames)
 	tgArrays  []tgArray           // the threadgroup arrays functions declare (tgArgs)
 	inits     [][2]int            // program-scope initialisers, '=' to ';' (cmpValues)
 	spaced    []spacedName        // the references and threadgroup variables declared in an address space (addrArgs)
@@ -166,6 +167,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 		templates: map[string]*kdef{}, derived: map[string]bool{}, vecNames: baseVecNames()}
 	r.findAttrs()
 	r.tmplNames = templateNames(toks)
+	r.aliases = aliasNames(toks)
 	r.typeParams()
 	if r.err == nil {
 		r.walk()
@@ -606,7 +608,9 @@ func (r *rewriter) walk() {
 				r.typeCall(i, i)
 			} else if end := r.typeName(i); end > 0 && r.text(end+1) == "(" {
 				r.typeCall(i, end) // S::f4(v)
-			} else if r.vecNames[t.text] && r.tok(i+1).kind == tIdent && r.text(i+2) == "(" && r.inFunction() && r.parens == 0 {
+			} else if end := r.aliasType(i); end > 0 && r.text(end+1) == "(" {
+				r.typeCall(r.qualifiedStart(i), end) // F4(v), V4<float>(v)
+			} else if (r.vecNames[t.text] || r.tparam(i) || r.aliasType(i) == i) && r.tok(i+1).kind == tIdent && r.text(i+2) == "(" && r.inFunction() && r.parens == 0 {
 				r.vecDirectInit(i)
 			}
 		}
@@ -1310,6 +1314,10 @@ func (r *rewriter) vecStaticCast(i int) int {
 	case r.text(i+2) == "vec" && r.text(i+3) == "<" && r.match(i+3) == k-1:
 	case k == i+3 && r.tparam(i+2):
 		make = "tstatic"
+	case r.aliasType(r.unqualified(i+2)) == k-1:
+		// The type's own tokens may take edits (its template arguments).
+		r.replace(i, i, "::metal::__emu::tstatic")
+		return i
 	default:
 		return i
 	}
@@ -1433,6 +1441,9 @@ func (r *rewriter) typeCall(start, end int) {
 	if t := r.text(end + 2); (t == "*" || t == "&" || t == "&&") && (r.text(m+1) == "(" || r.text(m+1) == "[") {
 		return
 	}
+	if p := r.text(start - 1); r.text(m+1) == "{" || !r.inFunction() && (p == "{" || p == ";" || p == "}" || p == ":") {
+		return // a constructor's declaration
+	}
 	r.edits = append(r.edits, edit{r.toks[start].pos, r.toks[start].pos, "::metal::__emu::tmake<"})
 	r.insertAfter(end, " >")
 	r.cmpArgs(end + 1)
@@ -1483,7 +1494,7 @@ func (r *rewriter) typeName(i int) int {
 	if r.text(i-1) == "typename" {
 		return last
 	}
-	if !scoped || r.tok(last).kind != tIdent || !r.vecNames[r.text(last)] && len(r.tparams[r.text(last)]) == 0 {
+	if !scoped || r.tok(last).kind != tIdent || !r.vecNames[r.text(last)] && len(r.tparams[r.text(last)]) == 0 && !r.aliases[r.text(last)] {
 		return -1
 	}
 	return last
@@ -1502,7 +1513,14 @@ func (r *rewriter) vecDirectInit(i int) {
 		"threadgroup", "thread", "void":
 		return
 	}
-	r.insertAfter(i+1, " = ::metal::__emu::make<"+r.text(i)+" >")
+	make := "make"
+	if !r.vecNames[r.text(i)] {
+		if r.tparam(i+3) || r.aliasType(i+3) > 0 || r.text(i-1) == "::" || r.text(i-1) == "." || r.text(i-1) == "->" {
+			return // a function's declaration (`T f(U);`), a member
+		}
+		make = "tmake" // a vector by value, as Metal's `T v(i4);`; any other type as written
+	}
+	r.insertAfter(i+1, " = ::metal::__emu::"+make+"<"+r.text(i)+" >")
 	r.cmpArgs(i + 2)
 }
 
@@ -1521,6 +1539,10 @@ func (r *rewriter) vcast(i int) int {
 		cast = "tcast"
 	case r.typeName(j) > 0 && r.text(r.typeName(j)+1) == ")":
 		end = r.typeName(j)
+		cast = "tcast"
+		split = true
+	case r.aliasType(r.unqualified(j)) > 0 && r.text(r.aliasType(r.unqualified(j))+1) == ")":
+		end = r.aliasType(r.unqualified(j))
 		cast = "tcast"
 		split = true
 	case r.text(j) == "vec" && r.text(j+1) == "<":
@@ -1633,6 +1655,104 @@ func (r *rewriter) alias(i int) {
 		}
 		r.tparams[name] = append(r.tparams[name], [2]int{end, scope})
 	}
+}
+
+// aliasNames are the names toks declare type aliases of (`typedef T N;`,
+// `using N = T;`, `template <...> using N = ...;`), in any scope, and the
+// library's alias templates (`conditional_t`). Where one names a type in a
+// cast or a functional cast, the rewriter leaves what it stands for to
+// clang, through metal::__emu::tmake, tcast and tstatic: a vector converts
+// by value, as in Metal, whatever alias, base class or template it is
+// reached through (docs/msl-subset.md).
+func aliasNames(toks []token) map[string]bool {
+	names := map[string]bool{}
+	for n := range shimAliases() {
+		names[n] = true
+	}
+	for i := 0; i < len(toks); i++ {
+		switch {
+		case toks[i].text == "using" && i+2 < len(toks) && toks[i+1].kind == tIdent && toks[i+2].text == "=":
+			names[toks[i+1].text] = true
+		case toks[i].text == "typedef":
+			depth := 0
+			for j := i + 1; j < len(toks); j++ {
+				t := toks[j].text
+				if t == "{" {
+					break // a class's definition: no vector
+				}
+				switch t {
+				case "(", "[", "<":
+					depth++
+				case ")", "]", ">":
+					depth--
+				case ">>":
+					depth -= 2
+				}
+				if depth == 0 && (t == "," || t == ";") && toks[j-1].kind == tIdent {
+					names[toks[j-1].text] = true
+				}
+				if t == ";" {
+					break
+				}
+			}
+		}
+	}
+	return names
+}
+
+var (
+	shimAliasOnce sync.Once
+	shimAlias     map[string]bool
+)
+
+// shimAliases are the alias templates the library brings into metal
+// (`using std::conditional_t;` in metal_stdlib).
+func shimAliases() map[string]bool {
+	shimAliasOnce.Do(func() {
+		src, _ := runtimeFS.ReadFile("runtime/metal_stdlib")
+		shimAlias = map[string]bool{}
+		for _, line := range strings.Split(string(src), "\n") {
+			if n, ok := strings.CutPrefix(line, "using std::"); ok && strings.HasSuffix(n, "_t;") {
+				shimAlias[strings.TrimSuffix(n, ";")] = true
+			}
+		}
+	})
+	return shimAlias
+}
+
+// unqualified is the token after the `metal::` or `::metal::` at i, or i.
+func (r *rewriter) unqualified(i int) int {
+	switch {
+	case r.text(i) == "metal" && r.text(i+1) == "::":
+		return i + 2
+	case r.text(i) == "::" && r.text(i+1) == "metal" && r.text(i+2) == "::":
+		return i + 3
+	}
+	return i
+}
+
+// aliasType reads, at i, a name of aliasNames as a type (`F4`, `V4<float>`,
+// `metal::conditional_t<...>`; not a member, a qualified name's part or a
+// declaration's name) and returns its last token, or -1.
+func (r *rewriter) aliasType(i int) int {
+	if r.tok(i).kind != tIdent || !r.aliases[r.text(i)] {
+		return -1
+	}
+	switch r.text(i - 1) {
+	case ".", "->", "typename", "class", "struct", "enum", "operator", "~", "using", "typedef", "template":
+		return -1
+	case "::":
+		if r.qualifiedStart(i) == i {
+			return -1 // S::f4: typeName reads it from S
+		}
+	}
+	if r.text(i+1) == "<" {
+		if m := r.match(i + 1); m > 0 {
+			return m
+		}
+		return -1
+	}
+	return i
 }
 
 var typeWords = map[string]bool{"unsigned": true, "signed": true, "long": true, "short": true, "int": true, "char": true}
