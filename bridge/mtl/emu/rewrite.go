@@ -1812,6 +1812,7 @@ func (r *rewriter) addrSpace(i int) int {
 		if j, ok := r.constantDecl(i); ok {
 			return j
 		}
+		r.constSpan(i)
 	}
 	k := r.typeSpec(i)
 	stop := r.tok(k)
@@ -2323,6 +2324,46 @@ func (r *rewriter) constantDecl(i int) (int, bool) {
 	r.replace(eq, eq, fmt.Sprintf("; static void %s() { %s =", fn, name))
 	r.replace(semi, semi, "; }")
 	return i, true // the initializer is rewritten as usual
+}
+
+// constSpan notes the bytes of the program-scope constant whose
+// declaration starts at the `constant` at i (`constant float t[16] =
+// {...};`) with the runtime as the library loads, so that a constant
+// pointer made from its address (`constant float* p = t;`) is held to
+// them, and an access past them fails the dispatch where it read other
+// memory (docs/msl-subset.md). A variable template, or a declaration of
+// several names, is left out.
+func (r *rewriter) constSpan(i int) {
+	if r.text(i-1) == ">" {
+		return
+	}
+	j := i
+	for r.text(j+1) == "static" || r.text(j+1) == "constexpr" || r.text(j+1) == "inline" {
+		j++ // `constexpr constant static T t[] = ...`
+	}
+	k := r.typeSpec(j)
+	if r.tok(k).kind != tIdent {
+		return
+	}
+	name := k
+	semi := -1
+	for j := k + 1; j < len(r.toks) && semi < 0; j++ {
+		switch t := r.text(j); t {
+		case "(", "[", "{":
+			if j = r.match(j); j < 0 {
+				return
+			}
+		case ",", "}", ")":
+			return
+		case ";":
+			semi = j
+		}
+	}
+	if semi < 0 {
+		return
+	}
+	n := r.text(name)
+	r.insertAfter(semi, fmt.Sprintf(" static const ::metal::__emu::const_span __emu_cspan_%s(&%s, sizeof(%s), %q);", n, n, n, n))
 }
 
 func (r *rewriter) fcByName(name string) *fcInfo {

@@ -304,6 +304,26 @@ static const char *site_name(Worker *w, size_t off, size_t *base) {
   return "threadgroup memory";
 }
 
+// The program-scope constants of the library, noted as it loads (before
+// any dispatch, so read without a lock).
+struct ConstSpan {
+  const char *lo, *hi, *name;
+};
+static ConstSpan const_spans[4096];
+static int n_const_spans;
+
+const_span::const_span(const void *p, size_t n, const char *name) {
+  if (n_const_spans < int(sizeof const_spans / sizeof const_spans[0]))
+    const_spans[n_const_spans++] = {(const char *)p, (const char *)p + n, name};
+}
+
+static const ConstSpan *const_span_at(const char *q, bool end) {
+  for (int i = 0; i < n_const_spans; i++)
+    if (q >= const_spans[i].lo && (q < const_spans[i].hi || (end && q == const_spans[i].hi)))
+      return &const_spans[i];
+  return nullptr;
+}
+
 void *oob(const void *p, size_t n, const char *lo, const char *hi, int as, int slot) {
   Worker *w = worker();
   long long off = (long long)((const char *)p - lo), len = (long long)(hi - lo);
@@ -318,6 +338,9 @@ void *oob(const void *p, size_t n, const char *lo, const char *hi, int as, int s
       name = site_name(w, size_t(lo - w->arena), &base);
     }
     fail("out-of-bounds access to '%s': bytes [%lld, %lld) of a %lld-byte threadgroup allocation", name, off,
+         off + (long long)n, len);
+  } else if (const ConstSpan *c = slot == -4 ? const_span_at(lo, false) : nullptr) {
+    fail("out-of-bounds access to program-scope constant '%s': bytes [%lld, %lld) of its %lld bytes", c->name, off,
          off + (long long)n, len);
   } else {
     fail("out-of-bounds access: bytes [%lld, %lld) of a %lld-byte allocation", off, off + (long long)n, len);
@@ -422,6 +445,31 @@ void recover(const void *p, int as, const char **lo, const char **hi, int *slot,
           return;
         }
       }
+    }
+    // No binding holds it. A device pointer then points at memory no
+    // kernel owns, mapped or not (a pointer moved past its buffer, or made
+    // from an integer); a constant one may also hold a program-scope
+    // constant's address (library data) or a function's constant array's
+    // (its stack, above), and is wild only outside them. Its accesses go
+    // to the empty range at the address, which oob answers with the
+    // stand-in, so that nothing reads or writes through it.
+    if (as == 2) {
+      for (int pass = 0; pass < 2; pass++) {
+        if (const ConstSpan *c = const_span_at(q, pass == 1)) {
+          *lo = c->lo;
+          *hi = c->hi;
+          *slot = -4;
+          return;
+        }
+      }
+    }
+    Dl_info info;
+    if (as == 1 || (as == 2 && !on_stack(w, q) && !dladdr(p, &info))) {
+      fail("%s:%u: a %s pointer to %p, which lies in no bound buffer%s (a pointer moved past its buffer, or made "
+           "from an integer)", file, line, space[as], p, as == 2 ? " or program data" : "");
+      *lo = q;
+      *hi = q;
+      *slot = -3;
     }
   }
 }
