@@ -2390,6 +2390,22 @@ func (r *rewriter) fcDefined(i int) int {
 	return i + 3
 }
 
+// stringLiteral is the value of the string literal toks spell, adjacent
+// literals joined as C++ joins them (`"softmax_" "float32"`, which a macro
+// that pastes a kernel's name with #name writes), or "" where they are
+// not all plain string literals.
+func stringLiteral(toks []token) string {
+	var b strings.Builder
+	for _, t := range toks {
+		s, err := strconv.Unquote(t.text)
+		if t.kind != tString || err != nil {
+			return ""
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
 // kernel handles a kernel whose `kernel` keyword or [[kernel]] attribute is
 // at token kw; its declaration continues at token i.
 func (r *rewriter) kernel(i, kw int) {
@@ -2397,8 +2413,8 @@ func (r *rewriter) kernel(i, kw int) {
 	var hostName string
 	maxThreads := 0
 	collect := func(a *attrSpan) {
-		if it := a.find("host_name"); it != nil && len(it.args) == 1 && it.args[0].kind == tString {
-			hostName, _ = strconv.Unquote(it.args[0].text)
+		if it := a.find("host_name"); it != nil {
+			hostName = stringLiteral(it.args)
 		}
 		if it := a.find("max_total_threads_per_threadgroup"); it != nil {
 			if v, err := evalInt(it.args); err == nil {

@@ -65,4 +65,6 @@ kernel void add(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]]
 
 template [[host_name("add_f32")]] kernel void add<float>(device const float*, device const float*, device float*, uint);
 template [[host_name("add_f16")]] kernel void add<half>(device const half*, device const half*, device half*, uint);
-template [[host_name("add_i32")]] [[kernel]] decltype(add<int>) add<int>;
+// MLX pastes the name's parts as adjacent literals ("add_" "i32").
+#define instantiate_add(tname, T) template [[host_name("add_" #tname)]] [[kernel]] decltype(add<T>) add<T>;
+instantiate_add(i32, int)
