@@ -2585,7 +2585,11 @@ func (r *rewriter) addKernel(k kernelInfo, expr string, after int) {
 		pt := fmt.Sprintf("::metal::__emu::param_t<__F, %d>", i)
 		switch p.Kind {
 		case "buffer":
-			args = append(args, fmt.Sprintf("::metal::__emu::buf_arg<%s, %d>(__f, %q)", pt, p.Index, p.Name))
+			unbound := "false" // whether the argument may stay unbound: its function constant is false
+			if fc := r.fcByName(p.FC); fc != nil {
+				unbound = "!bool(" + fc.cname + ")"
+			}
+			args = append(args, fmt.Sprintf("::metal::__emu::buf_arg<%s, %d>(__f, %q, %s)", pt, p.Index, p.Name, unbound))
 			names[p.Index] = p.Name
 		case "threadgroup":
 			args = append(args, fmt.Sprintf("::metal::__emu::tg_arg<%s, %d>(__f, %q)", pt, p.Index, p.Name))

@@ -1,0 +1,206 @@
+// MLX-style idioms: kernel templates instantiated through macros with
+// decltype, a Limits trait with static constant members, METAL_FUNC
+// helpers, simdgroup reductions through threadgroup memory, function
+// constants guarding buffers, functors as template arguments, packed
+// vectors, metal:: qualified calls and strided indexing.
+#include <metal_stdlib>
+#include <metal_simdgroup>
+using namespace metal;
+
+#define METAL_FUNC inline __attribute__((always_inline))
+#define MLX_MTL_CONST static constant constexpr const
+#define MLX_MTL_PRAGMA_UNROLL _Pragma("clang loop unroll(full)")
+
+MLX_MTL_CONST int SIMD_SIZE = 32;
+
+template <typename U>
+struct Limits {
+  static const constant U max = metal::numeric_limits<U>::max();
+  static const constant U min = metal::numeric_limits<U>::min();
+};
+template <>
+struct Limits<float> {
+  static constexpr constant float max = metal::numeric_limits<float>::infinity();
+  static constexpr constant float min = -metal::numeric_limits<float>::infinity();
+};
+template <>
+struct Limits<half> {
+  static constexpr constant half max = metal::numeric_limits<half>::infinity();
+  static constexpr constant half min = -metal::numeric_limits<half>::infinity();
+};
+
+// One row per threadgroup, N_READS values per thread.
+template <typename T, typename AccT = float, int N_READS = 4>
+[[kernel]] void softmax_single_row(
+    const device T* in [[buffer(0)]],
+    device T* out [[buffer(1)]],
+    constant int& axis_size [[buffer(2)]],
+    uint gid [[threadgroup_position_in_grid]],
+    uint _lid [[thread_position_in_threadgroup]],
+    uint simd_lane_id [[thread_index_in_simdgroup]],
+    uint simd_group_id [[simdgroup_index_in_threadgroup]]) {
+  int lid = _lid;
+  threadgroup AccT local_max[SIMD_SIZE];
+  threadgroup AccT local_normalizer[SIMD_SIZE];
+  AccT ld[N_READS];
+  in += gid * size_t(axis_size) + lid * N_READS;
+  if (lid * N_READS + N_READS <= axis_size) {
+    MLX_MTL_PRAGMA_UNROLL
+    for (int i = 0; i < N_READS; i++) {
+      ld[i] = AccT(in[i]);
+    }
+  } else {
+    for (int i = 0; i < N_READS; i++) {
+      ld[i] = ((lid * N_READS + i) < axis_size) ? AccT(in[i]) : Limits<AccT>::min;
+    }
+  }
+  if (simd_group_id == 0) {
+    local_max[simd_lane_id] = Limits<AccT>::min;
+    local_normalizer[simd_lane_id] = 0;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  AccT maxval = Limits<AccT>::min;
+  for (int i = 0; i < N_READS; i++) {
+    maxval = (maxval < ld[i]) ? ld[i] : maxval;
+  }
+  maxval = simd_max(maxval);
+  if (simd_lane_id == 0) {
+    local_max[simd_group_id] = maxval;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (simd_group_id == 0) {
+    maxval = simd_max(local_max[simd_lane_id]);
+    if (simd_lane_id == 0) {
+      local_max[0] = maxval;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  maxval = local_max[0];
+  AccT normalizer = 0;
+  for (int i = 0; i < N_READS; i++) {
+    AccT exp_x = metal::fast::exp(ld[i] - maxval);
+    ld[i] = exp_x;
+    normalizer += exp_x;
+  }
+  normalizer = simd_sum(normalizer);
+  if (simd_lane_id == 0) {
+    local_normalizer[simd_group_id] = normalizer;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (simd_group_id == 0) {
+    normalizer = simd_sum(local_normalizer[simd_lane_id]);
+    if (simd_lane_id == 0) {
+      local_normalizer[0] = normalizer;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  normalizer = 1 / local_normalizer[0];
+  out += gid * size_t(axis_size) + lid * N_READS;
+  for (int i = 0; i < N_READS; i++) {
+    if (lid * N_READS + i < axis_size) {
+      out[i] = T(ld[i] * normalizer);
+    }
+  }
+}
+
+#define instantiate_softmax(name, itype)                                    \
+  template [[host_name("softmax_" #name)]] [[kernel]] decltype(             \
+      softmax_single_row<itype>) softmax_single_row<itype>;
+
+instantiate_softmax(float32, float)
+instantiate_softmax(float16, half)
+
+// Functors as template arguments; a scale buffer guarded by a function
+// constant.
+constant bool has_scale [[function_constant(10)]];
+
+struct Add {
+  template <typename T>
+  T operator()(T x, T y) { return x + y; }
+};
+struct Maximum {
+  template <typename T>
+  METAL_FUNC T operator()(T x, T y) { return metal::max(x, y); }
+};
+
+template <typename T, typename U, typename Op>
+[[kernel]] void binary_vv(
+    device const T* a [[buffer(0)]],
+    device const T* b [[buffer(1)]],
+    device U* c [[buffer(2)]],
+    constant const float& scale [[buffer(3), function_constant(has_scale)]],
+    uint2 index [[thread_position_in_grid]],
+    uint2 grid_dim [[threads_per_grid]]) {
+  auto offset = index.x + grid_dim.x * size_t(index.y);
+  U v = static_cast<U>(Op()(a[offset], b[offset]));
+  if (has_scale) {
+    v *= U(scale);
+  }
+  c[offset] = v;
+}
+
+#define instantiate_binary(name, T, U, Op) \
+  template [[host_name(name)]] [[kernel]] decltype(binary_vv<T, U, Op>) binary_vv<T, U, Op>;
+
+instantiate_binary("add_float32", float, float, Add)
+instantiate_binary("max_int32_float32", int, float, Maximum)
+
+// Strided reads (MLX's elem_to_loc).
+template <typename IdxT = int64_t>
+METAL_FUNC IdxT elem_to_loc(IdxT elem, constant const int* shape, constant const int64_t* strides, int ndim) {
+  IdxT loc = 0;
+  for (int i = ndim - 1; i >= 0 && elem > 0; --i) {
+    loc += (elem % shape[i]) * IdxT(strides[i]);
+    elem /= shape[i];
+  }
+  return loc;
+}
+
+template <typename T, typename U>
+[[kernel]] void copy_g(
+    device const T* src [[buffer(0)]],
+    device U* dst [[buffer(1)]],
+    constant const int* src_shape [[buffer(2)]],
+    constant const int64_t* src_strides [[buffer(3)]],
+    constant const int& ndim [[buffer(5)]],
+    uint index [[thread_position_in_grid]]) {
+  auto src_idx = elem_to_loc<int64_t>(index, src_shape, src_strides, ndim);
+  dst[index] = static_cast<U>(src[src_idx]);
+}
+
+template [[host_name("copy_g_half_float")]] [[kernel]] decltype(copy_g<half, float>) copy_g<half, float>;
+
+// Packed vectors in memory, widened to aligned ones.
+[[kernel]] void packed_widen(
+    const device packed_float3* in [[buffer(0)]],
+    device float4* out [[buffer(1)]],
+    const device packed_half4* h [[buffer(2)]],
+    uint i [[thread_position_in_grid]]) {
+  float3 v = in[i];
+  half4 w = h[i];
+  out[i] = float4(v, 1.0f) + float4(w) * metal::precise::divide(1.0f, 2.0f);
+}
+
+// A prefix sum by simd_prefix_exclusive_sum over simdgroups, through
+// threadgroup memory given at dispatch.
+[[kernel]] void scan_exclusive(
+    const device uint* in [[buffer(0)]],
+    device uint* out [[buffer(1)]],
+    threadgroup uint* partial [[threadgroup(0)]],
+    uint lid [[thread_index_in_threadgroup]],
+    ushort lane [[thread_index_in_simdgroup]],
+    ushort sg [[simdgroup_index_in_threadgroup]],
+    ushort nsg [[simdgroups_per_threadgroup]]) {
+  uint x = in[lid];
+  uint pre = simd_prefix_exclusive_sum(x);
+  if (lane == SIMD_SIZE - 1) {
+    partial[sg] = pre + x;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (sg == 0) {
+    uint t = lane < nsg ? partial[lane] : 0;
+    partial[lane] = simd_prefix_exclusive_sum(t);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[lid] = pre + partial[sg] + simd_broadcast_first(0u) * simd_shuffle_xor(x, 1);
+}
