@@ -187,3 +187,35 @@ func TestMLXStyleIdioms(t *testing.T) {
 		}
 	})
 }
+
+// TestMLXFragments runs an 8x8 multiply written in the style of MLX's
+// steel fragments (testdata/mlx_idioms.metal): each lane places its two
+// elements by MLX's get_coord, which must agree with the emulator's
+// thread_elements() mapping for the product to come out right.
+func TestMLXFragments(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "mlx_idioms.metal")
+	a, b, c := make([]float32, 64), make([]float32, 64), make([]float32, 64)
+	for i := range a {
+		a[i] = float32(i%9) - 4
+		b[i] = float32((i*5)%7) - 3
+		c[i] = float32(i % 3)
+	}
+	out := f32Buf(t, dev, c)
+	if err := run(t, dev, pipe(t, lib, "frag_gemm_half", nil), [3]int{1, 1, 1}, [3]int{32, 1, 1},
+		arg{buf: f16Buf(t, dev, a)}, arg{buf: f16Buf(t, dev, b)}, arg{buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	got := f32s(out)
+	for r := 0; r < 8; r++ {
+		for col := 0; col < 8; col++ {
+			w := c[r*8+col]
+			for k := 0; k < 8; k++ {
+				w += a[r*8+k] * b[k*8+col]
+			}
+			if got[r*8+col] != w {
+				t.Fatalf("C[%d][%d] = %v, want %v", r, col, got[r*8+col], w)
+			}
+		}
+	}
+}

@@ -3026,6 +3026,11 @@ func (r *rewriter) memberBody(i int) {
 		}
 		start--
 	}
+	for k := start; k < open; k++ {
+		if t := r.text(k); t == "static" || t == "friend" {
+			return // no `this`: a static member function (MLX's fragments' helpers), a friend
+		}
+	}
 	var key strings.Builder
 	key.WriteString(strconv.Itoa(r.nsAt[len(r.nsAt)-1]))
 	for k := start; k < i; k++ {

@@ -204,3 +204,105 @@ template [[host_name("copy_g_half_float")]] [[kernel]] decltype(copy_g<half, flo
   threadgroup_barrier(mem_flags::mem_threadgroup);
   out[lid] = pre + partial[sg] + simd_broadcast_first(0u) * simd_shuffle_xor(x, 1);
 }
+
+// A steel-style 8x8 fragment: static constant members, a helper whose
+// parameter carries a position attribute, lanes' elements reached through
+// reinterpret_cast of thread_elements(), a trait specialised on pointers
+// of each address space, member functions qualified `thread`, and
+// integral_constant default arguments.
+#define STEEL_CONST static constant constexpr const
+#define STEEL_PRAGMA_UNROLL _Pragma("clang loop unroll(full)")
+
+template <int v>
+using Int = metal::integral_constant<int, v>;
+
+template <typename T>
+struct ptr_elem {};
+template <typename T>
+struct ptr_elem<device T*> {
+  using type = metal::remove_cv_t<T>;
+};
+template <typename T>
+struct ptr_elem<threadgroup T*> {
+  using type = metal::remove_cv_t<T>;
+};
+template <typename T>
+using ptr_elem_t = typename ptr_elem<metal::remove_cv_t<T>>::type;
+
+template <typename T>
+struct Frag8 {
+  STEEL_CONST int kRows = 8;
+  STEEL_CONST int kElems = (kRows * kRows) / 32;
+  typedef metal::simdgroup_matrix<T, kRows, kRows> mat_type;
+  typedef metal::vec<T, kElems> frag_type;
+
+  METAL_FUNC static constexpr short2 get_coord(ushort lane [[thread_index_in_simdgroup]]) {
+    const short qid = lane / 4;
+    const short fm = (qid & 4) + ((lane / 2) % 4);
+    const short fn = (qid & 2) * 2 + (lane % 2) * 2;
+    return short2{fn, fm};
+  }
+
+  template <typename P, typename Off = Int<0>>
+  METAL_FUNC static constexpr void load(thread frag_type& dst, P src, int ld, Off off = Int<0>{}) {
+    STEEL_PRAGMA_UNROLL
+    for (short j = 0; j < kElems; j++) {
+      dst[j] = static_cast<T>(src[off + j]);
+    }
+    (void)ld;
+  }
+
+  template <typename P>
+  METAL_FUNC static constexpr void store(const thread frag_type& src, P dst) {
+    using U = ptr_elem_t<P>;
+    STEEL_PRAGMA_UNROLL
+    for (short j = 0; j < kElems; j++) {
+      dst[j] = static_cast<U>(src[j]);
+    }
+  }
+
+  METAL_FUNC static constexpr void mma(thread frag_type& D, thread frag_type& A, thread frag_type& B, thread frag_type& C) {
+    mat_type D_mat, A_mat, B_mat, C_mat;
+    reinterpret_cast<thread frag_type&>(A_mat.thread_elements()) = A;
+    reinterpret_cast<thread frag_type&>(B_mat.thread_elements()) = B;
+    reinterpret_cast<thread frag_type&>(C_mat.thread_elements()) = C;
+    simdgroup_multiply_accumulate(D_mat, A_mat, B_mat, C_mat);
+    D = reinterpret_cast<thread frag_type&>(D_mat.thread_elements());
+  }
+};
+
+template <typename T, class F = Frag8<float>>
+struct Tile {
+  STEEL_CONST int kElems = F::kElems;
+  typedef typename F::frag_type frag_type;
+  frag_type frags[1] = {frag_type(0)};
+
+  METAL_FUNC Tile() thread {}
+  METAL_FUNC constexpr thread frag_type& at() thread { return frags[0]; }
+  METAL_FUNC constexpr const thread frag_type& at() const thread { return frags[0]; }
+};
+
+// C = A * B + C for 8x8 matrices, one simdgroup, row-major; A read through
+// threadgroup memory.
+template <typename T>
+[[kernel]] void frag_gemm(
+    const device T* A [[buffer(0)]],
+    const device T* B [[buffer(1)]],
+    device float* C [[buffer(2)]],
+    ushort lane [[thread_index_in_simdgroup]]) {
+  threadgroup T As[64];
+  for (short k = lane; k < 64; k += 32) {
+    As[k] = A[k];
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  using F = Frag8<float>;
+  const short2 rc = F::get_coord(lane);
+  Tile<float> a, b, c;
+  F::load(a.at(), &As[rc.y * 8], 8, rc.x);
+  F::load(b.at(), B + rc.y * 8 + rc.x, 8);
+  F::load(c.at(), C + rc.y * 8 + rc.x, 8);
+  F::mma(c.at(), a.at(), b.at(), c.at());
+  F::store(c.at(), C + rc.y * 8 + rc.x);
+}
+
+template [[host_name("frag_gemm_half")]] [[kernel]] decltype(frag_gemm<half>) frag_gemm<half>;
