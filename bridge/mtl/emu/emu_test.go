@@ -2205,6 +2205,7 @@ func TestThisAddressSpace(t *testing.T) {
 		{"read_thread_only", "bits_thread::operator float called on an object in device memory", 0},
 		{"copy_then_read", "", 1},
 		{"read_all", "", 3},
+		{"read_tmpl", "", 2},
 		{"device_on_thread", "bits_device::get called on an object in thread memory", 0},
 	} {
 		t.Run(tc.kernel, func(t *testing.T) {

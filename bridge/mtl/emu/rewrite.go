@@ -3059,15 +3059,52 @@ func (r *rewriter) memberBody(i int) {
 		r.fail(r.toks[i], "msl-emu: overloads of %s that differ only in address space must have the same body", first.name)
 		return
 	}
-	if r.text(start) == "template" {
-		r.fail(r.toks[i], "msl-emu: member templates overloaded by address space are not supported (%s)", first.name)
-		return
+	close := -1
+	if r.text(start) == "template" && r.text(start+1) == "<" {
+		if close = r.templateClose(start + 1); close < 0 || close >= open {
+			r.fail(r.toks[i], "msl-emu: cannot read the template parameters of %s", first.name)
+			return
+		}
 	}
 	first.mask |= mask
 	r.edits[first.edit].text = thisCheck(first.mask, first.name)
 	first.dups++
+	if close > 0 {
+		// A member template (MLX's complex_t::operator U): the duplicate
+		// takes a parameter that leaves it out of every call, so the first
+		// one, which checks every space, is the one called.
+		d := fmt.Sprintf("__emu_dup%d", first.dups)
+		r.edits = append(r.edits, edit{r.toks[close].pos, r.toks[close].pos,
+			fmt.Sprintf(", int %s = 0, ::std::enable_if_t<%s != 0, int> = 0", d, d)})
+		return
+	}
 	dup := "template <" + strings.TrimSuffix(strings.Repeat("int = 0, ", first.dups), ", ") + "> "
 	r.edits = append(r.edits, edit{r.toks[start].pos, r.toks[start].pos, dup})
+}
+
+// templateClose is the '>' that closes the template parameter list whose
+// '<' is at open, its default arguments' `&&` and `<` in brackets
+// included (`typename = enable_if_t<!a<U> && b<T, U>>`), where match,
+// which reads an expression's `<` too, gives up; or -1.
+func (r *rewriter) templateClose(open int) int {
+	depth := 0
+	for j := open; j < len(r.toks); j++ {
+		switch r.text(j) {
+		case "(", "[":
+			if j = r.match(j); j < 0 {
+				return -1
+			}
+		case "<":
+			depth++
+		case ">":
+			if depth--; depth == 0 {
+				return j
+			}
+		case ";", "{", "}":
+			return -1
+		}
+	}
+	return -1
 }
 
 // thisCheck is the statement a member function's body starts with.

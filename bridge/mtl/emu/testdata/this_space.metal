@@ -19,6 +19,20 @@ struct bits_all {
   operator float() const constant { return as_type<float>(uint(bits) << 16); }
 };
 
+// A member template declared for every address space, as MLX's complex_t
+// declares its conversions: each overload a template of its own.
+struct bits_tmpl {
+  ushort bits;
+  template <typename U, typename = metal::enable_if_t<metal::is_floating_point_v<U> && sizeof(U) >= 4>>
+  operator U() const thread { return U(as_type<float>(uint(bits) << 16)); }
+  template <typename U, typename = metal::enable_if_t<metal::is_floating_point_v<U> && sizeof(U) >= 4>>
+  operator U() const device { return U(as_type<float>(uint(bits) << 16)); }
+  template <typename U, typename = metal::enable_if_t<metal::is_floating_point_v<U> && sizeof(U) >= 4>>
+  operator U() const threadgroup { return U(as_type<float>(uint(bits) << 16)); }
+  template <typename U, typename = metal::enable_if_t<metal::is_floating_point_v<U> && sizeof(U) >= 4>>
+  operator U() const constant { return U(as_type<float>(uint(bits) << 16)); }
+};
+
 // Device objects only.
 struct bits_device {
   ushort bits;
@@ -50,4 +64,10 @@ kernel void device_on_thread(device const bits_device* in [[buffer(0)]], device 
   out[i] = in[i].get();
   const bits_device v = in[i];
   out[i] += v.get(); // refused: get() is for device objects
+}
+
+kernel void read_tmpl(device const bits_tmpl* in [[buffer(0)]], device float* out [[buffer(1)]],
+                      uint i [[thread_position_in_grid]]) {
+  const bits_tmpl v = in[i];
+  out[i] = float(in[i]) + float(v);
 }
