@@ -219,3 +219,72 @@ func TestMLXFragments(t *testing.T) {
 		}
 	}
 }
+
+// TestMLXAttentionVector runs one query's attention written after MLX's
+// sdpa_vector (testdata/mlx_idioms.metal), with and without the mask its
+// function constant brings in, against Go.
+func TestMLXAttentionVector(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "mlx_idioms.metal")
+	const d, n = 64, 11
+	q, k, v := make([]float32, d), make([]float32, n*d), make([]float32, n*d)
+	for i := range q {
+		q[i] = float32(i%5)*0.25 - 0.5
+	}
+	for i := range k {
+		k[i] = float32((i*7)%13)*0.125 - 0.75
+		v[i] = float32((i*3)%17)*0.25 - 2
+	}
+	mask := make([]byte, 2*n) // stride 2: every other byte is the key's
+	for i := 0; i < n; i++ {
+		if i%3 != 1 {
+			mask[2*i] = 1
+		}
+	}
+	const scale = 0.125
+	for _, masked := range []bool{false, true} {
+		var scores []float64
+		var idx []int
+		for i := 0; i < n; i++ {
+			if masked && mask[2*i] == 0 {
+				continue
+			}
+			var s float64
+			for j := 0; j < d; j++ {
+				s += float64(scale*q[j]) * float64(k[i*d+j])
+			}
+			scores, idx = append(scores, s), append(idx, i)
+		}
+		m := math.Inf(-1)
+		for _, s := range scores {
+			m = math.Max(m, s)
+		}
+		want := make([]float64, d)
+		var total float64
+		for a, s := range scores {
+			e := math.Exp(s - m)
+			total += e
+			for j := range want {
+				want[j] += e * float64(v[idx[a]*d+j])
+			}
+		}
+		out := newBuf(t, dev, 2*d)
+		args := []arg{{buf: f16Buf(t, dev, q)}, {buf: f16Buf(t, dev, k)}, {buf: f16Buf(t, dev, v)}, {buf: out},
+			{bytes: u32Bytes(n)}, {bytes: u32Bytes(math.Float32bits(scale))}}
+		if masked {
+			mb := newBuf(t, dev, len(mask))
+			copy(mb.Contents(), mask)
+			args = append(args, arg{buf: mb}, arg{bytes: u32Bytes(2)})
+		}
+		p := pipe(t, lib, "attn_vector_float16_64", mtl.FunctionConstants{20: masked})
+		if err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{4 * 32, 1, 1}, args...); err != nil {
+			t.Fatalf("masked %v: %v", masked, err)
+		}
+		for j, got := range f16s(out) {
+			if w := want[j] / total; math.Abs(float64(got)-w) > 4e-3*math.Max(1, math.Abs(w)) {
+				t.Errorf("masked %v: out[%d] = %v, want %v", masked, j, got, w)
+				break
+			}
+		}
+	}
+}

@@ -1,13 +1,13 @@
 // MLX-style idioms: kernel templates instantiated through macros with
 // decltype, a Limits trait with static constant members, METAL_FUNC
-// helpers, simdgroup reductions through threadgroup memory, function
+// helpers (the macro Apple's metal_stdlib defines, which MLX uses without
+// defining), simdgroup reductions through threadgroup memory, function
 // constants guarding buffers, functors as template arguments, packed
 // vectors, metal:: qualified calls and strided indexing.
 #include <metal_stdlib>
 #include <metal_simdgroup>
 using namespace metal;
 
-#define METAL_FUNC inline __attribute__((always_inline))
 #define MLX_MTL_CONST static constant constexpr const
 #define MLX_MTL_PRAGMA_UNROLL _Pragma("clang loop unroll(full)")
 
@@ -306,3 +306,90 @@ template <typename T>
 }
 
 template [[host_name("frag_gemm_half")]] [[kernel]] decltype(frag_gemm<half>) frag_gemm<half>;
+
+// One query's attention over N keys (MLX's sdpa_vector in outline): BN
+// simdgroups take every BN-th key, each lane D/32 components, with an
+// online softmax; simdgroup 0 merges the partials through threadgroup
+// memory. A bool mask and its stride are arguments only under has_mask.
+constant bool has_mask [[function_constant(20)]];
+
+template <typename T, int D, int BN>
+[[kernel]] void attn_vector(
+    const device T* queries [[buffer(0)]],
+    const device T* keys [[buffer(1)]],
+    const device T* values [[buffer(2)]],
+    device T* out [[buffer(3)]],
+    const constant int& N [[buffer(4)]],
+    const constant float& scale [[buffer(5)]],
+    const device bool* mask [[buffer(6), function_constant(has_mask)]],
+    const constant int& mask_stride [[buffer(7), function_constant(has_mask)]],
+    uint simd_gid [[simdgroup_index_in_threadgroup]],
+    uint simd_lid [[thread_index_in_simdgroup]]) {
+  constexpr int per_thread = D / SIMD_SIZE;
+  typedef float U;
+  thread U q[per_thread];
+  thread U o[per_thread];
+  threadgroup U maxs[BN];
+  threadgroup U sums[BN];
+  threadgroup U outs[BN * D];
+
+  queries += simd_lid * per_thread;
+  keys += simd_gid * D + simd_lid * per_thread;
+  values += simd_gid * D + simd_lid * per_thread;
+  for (int i = 0; i < per_thread; i++) {
+    q[i] = static_cast<U>(scale) * queries[i];
+    o[i] = 0;
+  }
+  U max_score = Limits<U>::min;
+  U sum_exp = 0;
+  for (int i = simd_gid; i < N; i += BN) {
+    if (!has_mask || mask[i * mask_stride]) {
+      U score = 0;
+      for (int j = 0; j < per_thread; j++) {
+        score += q[j] * static_cast<U>(keys[j]);
+      }
+      score = simd_sum(score);
+      const U new_max = metal::max(max_score, score);
+      const U factor = metal::fast::exp(max_score - new_max);
+      const U e = metal::fast::exp(score - new_max);
+      max_score = new_max;
+      sum_exp = sum_exp * factor + e;
+      for (int j = 0; j < per_thread; j++) {
+        o[j] = o[j] * factor + e * static_cast<U>(values[j]);
+      }
+    }
+    keys += BN * D;
+    values += BN * D;
+  }
+  if (simd_lid == 0) {
+    maxs[simd_gid] = max_score;
+    sums[simd_gid] = sum_exp;
+  }
+  for (int j = 0; j < per_thread; j++) {
+    outs[simd_gid * D + simd_lid * per_thread + j] = o[j];
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (simd_gid == 0) {
+    U m = Limits<U>::min;
+    for (int s = 0; s < BN; s++) {
+      m = metal::max(m, maxs[s]);
+    }
+    U total = 0;
+    U acc[per_thread] = {0};
+    for (int s = 0; s < BN; s++) {
+      const U f = maxs[s] == Limits<U>::min ? 0 : metal::fast::exp(maxs[s] - m);
+      total += sums[s] * f;
+      for (int j = 0; j < per_thread; j++) {
+        acc[j] += outs[s * D + simd_lid * per_thread + j] * f;
+      }
+    }
+    for (int j = 0; j < per_thread; j++) {
+      out[simd_lid * per_thread + j] = static_cast<T>(total == 0 ? acc[j] : acc[j] / total);
+    }
+  }
+}
+
+#define instantiate_attn(tname, type, dim, bn) \
+  template [[host_name("attn_vector_" #tname "_" #dim)]] [[kernel]] decltype(attn_vector<type, dim, bn>) attn_vector<type, dim, bn>;
+
+instantiate_attn(float16, half, 64, 4)
