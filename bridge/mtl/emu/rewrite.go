@@ -2334,8 +2334,12 @@ func (r *rewriter) constantDecl(i int) (int, bool) {
 // memory (docs/msl-subset.md). A variable template, or a declaration of
 // several names, is left out.
 func (r *rewriter) constSpan(i int) {
-	if r.text(i-1) == ">" {
-		return
+	b := i - 1
+	for r.text(b) == "static" || r.text(b) == "constexpr" || r.text(b) == "inline" || r.text(b) == "const" {
+		b--
+	}
+	if r.text(b) == ">" {
+		return // `template <class T> static constexpr constant bool v = ...;`
 	}
 	j := i
 	for r.text(j+1) == "static" || r.text(j+1) == "constexpr" || r.text(j+1) == "inline" {
@@ -2346,6 +2350,9 @@ func (r *rewriter) constSpan(i int) {
 		return
 	}
 	name := k
+	if r.text(k+1) == "<" {
+		return // a variable template's specialisation
+	}
 	semi := -1
 	for j := k + 1; j < len(r.toks) && semi < 0; j++ {
 		switch t := r.text(j); t {

@@ -29,6 +29,18 @@ struct Limits<half> {
   static constexpr constant half min = -metal::numeric_limits<half>::infinity();
 };
 
+// A trait as a variable template in the constant address space, with a
+// partial specialisation (MLX's is_complex_v).
+template <typename T>
+struct wrapped {
+  T v;
+};
+template <typename T>
+static constexpr constant bool is_wrapped_v = false;
+template <typename T>
+static constexpr constant bool is_wrapped_v<wrapped<T>> = true;
+static_assert(is_wrapped_v<wrapped<half>> && !is_wrapped_v<half>, "is_wrapped_v");
+
 // One row per threadgroup, N_READS values per thread.
 template <typename T, typename AccT = float, int N_READS = 4>
 [[kernel]] void softmax_single_row(
