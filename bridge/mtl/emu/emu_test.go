@@ -2227,6 +2227,25 @@ func TestThisAddressSpace(t *testing.T) {
 	}
 }
 
+// TestConstructorsByAddressSpace builds a struct whose constructors are
+// declared for several address spaces with one body each (MLX's
+// complex_t): the emulator drops the spaces, and the duplicates must not
+// redeclare the first (testdata/this_space.metal).
+func TestConstructorsByAddressSpace(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "this_space.metal")
+	in := []float32{0.5, 1.5, 2.5, 3.5}
+	out := newBuf(t, dev, 16)
+	if err := run(t, dev, pipe(t, lib, "build_cplx", nil), [3]int{1, 1, 1}, [3]int{4, 1, 1}, arg{buf: f32Buf(t, dev, in)}, arg{buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range f32s(out) {
+		if want := in[i] + float32(i) + 1; got != want {
+			t.Errorf("out[%d] = %v, want %v", i, got, want)
+		}
+	}
+}
+
 // In a concurrent pass, a dispatch that reads what an earlier one writes
 // sees it only with a memory barrier between them: the emulator runs each
 // run of dispatches between barriers in reverse, so a missing barrier

@@ -2969,6 +2969,42 @@ type memberDef struct {
 	body string
 	name string
 	dups int
+	ctor bool // a constructor: its object is where it is declared, and is not checked
+}
+
+// check is the statement the member's body starts with.
+func (m *memberDef) check() string {
+	if m.ctor {
+		return " "
+	}
+	return thisCheck(m.mask, m.name)
+}
+
+// initListColon is the ':' that opens the constructor's member
+// initialiser list whose last initialiser ends at j (`: re(x), im(0)`),
+// or -1 where j ends no such list (a function's parameters).
+func (r *rewriter) initListColon(j int) int {
+	for {
+		if t := r.text(j); t != ")" && t != "}" {
+			return -1
+		}
+		o := r.matchBack(j)
+		if o <= 0 || r.tok(o-1).kind != tIdent {
+			return -1
+		}
+		switch r.text(o - 2) {
+		case ",":
+			j = o - 3
+		case ":":
+			switch r.text(o - 3) {
+			case "public", "private", "protected":
+				return -1 // `public: S() {`
+			}
+			return o - 2
+		default:
+			return -1
+		}
+	}
 }
 
 // memberQualifier reports whether the address-space keyword at i qualifies
@@ -2998,20 +3034,27 @@ func (r *rewriter) memberQualifier(i int) bool {
 // would be redefinitions in C++: the first keeps the union of their spaces
 // and the others become never-chosen templates, so they must share a body.
 func (r *rewriter) memberBody(i int) {
-	j, mask := i-1, 0
-	for ; j >= 0; j-- {
-		t := r.text(j)
-		if s := thisSpaces[t]; s != 0 {
-			mask |= s
-			continue
+	qualifiers := func(j int) (int, int) { // the token before the qualifiers that end at j, their spaces
+		mask := 0
+		for ; j >= 0; j-- {
+			t := r.text(j)
+			if s := thisSpaces[t]; s != 0 {
+				mask |= s
+				continue
+			}
+			if t == "const" || t == "volatile" || t == "&" || t == "&&" || t == "noexcept" || t == "override" || t == "final" {
+				continue
+			}
+			break
 		}
-		if t == "const" || t == "volatile" || t == "&" || t == "&&" || t == "noexcept" || t == "override" || t == "final" {
-			continue
-		}
-		break
+		return j, mask
+	}
+	j, mask := qualifiers(i - 1)
+	if colon := r.initListColon(j); colon > 0 {
+		j, mask = qualifiers(colon - 1) // a constructor's: `S(U x) thread : v(x) {`
 	}
 	if r.text(j) != ")" {
-		return // not a function body, or a constructor's initialiser list
+		return // not a function body
 	}
 	open := r.matchBack(j)
 	if open <= 0 {
@@ -3019,8 +3062,12 @@ func (r *rewriter) memberBody(i int) {
 	}
 	class := r.className()
 	name := r.text(open - 1)
-	if name == class || r.text(open-2) == "~" {
-		return // constructors and destructors
+	if r.text(open-2) == "~" {
+		return // destructors
+	}
+	ctor := name == class
+	if ctor && mask == 0 {
+		return // a constructor for thread objects, as C++ has it
 	}
 	if r.text(open-2) == "operator" {
 		name = "operator " + name
@@ -3058,8 +3105,9 @@ func (r *rewriter) memberBody(i int) {
 	}
 	first := r.members[key.String()]
 	if first == nil {
-		r.members[key.String()] = &memberDef{edit: len(r.edits), mask: mask, body: body, name: class + "::" + name}
-		r.insertAfter(i, thisCheck(mask, class+"::"+name))
+		def := &memberDef{edit: len(r.edits), mask: mask, body: body, name: class + "::" + name, ctor: ctor}
+		r.members[key.String()] = def
+		r.insertAfter(i, def.check())
 		return
 	}
 	if body != first.body {
@@ -3074,15 +3122,16 @@ func (r *rewriter) memberBody(i int) {
 		}
 	}
 	first.mask |= mask
-	r.edits[first.edit].text = thisCheck(first.mask, first.name)
+	r.edits[first.edit].text = first.check()
 	first.dups++
 	if close > 0 {
 		// A member template (MLX's complex_t::operator U): the duplicate
 		// takes a parameter that leaves it out of every call, so the first
 		// one, which checks every space, is the one called.
-		d := fmt.Sprintf("__emu_dup%d", first.dups)
+		// Each duplicate's condition differs, so that no two are one
+		// template redeclared.
 		r.edits = append(r.edits, edit{r.toks[close].pos, r.toks[close].pos,
-			fmt.Sprintf(", int %s = 0, ::std::enable_if_t<%s != 0, int> = 0", d, d)})
+			fmt.Sprintf(", int __emu_dup = 0, ::std::enable_if_t<__emu_dup == -%d, int> = 0", first.dups)})
 		return
 	}
 	dup := "template <" + strings.TrimSuffix(strings.Repeat("int = 0, ", first.dups), ", ") + "> "

@@ -71,3 +71,29 @@ kernel void read_tmpl(device const bits_tmpl* in [[buffer(0)]], device float* ou
   const bits_tmpl v = in[i];
   out[i] = float(in[i]) + float(v);
 }
+
+// Constructors declared for several address spaces, as MLX's complex_t
+// declares them, with one body each: plain, with an initialiser list, and
+// templates.
+struct cplx {
+  float re, im;
+  constexpr cplx() thread : re(0), im(0) {}
+  constexpr cplx() threadgroup : re(0), im(0) {}
+  constexpr cplx(float x) thread : re(x), im(0) {}
+  constexpr cplx(float x) device : re(x), im(0) {}
+  template <typename U, typename = metal::enable_if_t<metal::is_integral_v<U>>>
+  constexpr cplx(U x) thread : re(float(x)), im(1) {}
+  template <typename U, typename = metal::enable_if_t<metal::is_integral_v<U>>>
+  constexpr cplx(U x) threadgroup : re(float(x)), im(1) {}
+  template <typename U, typename = metal::enable_if_t<metal::is_integral_v<U>>>
+  constexpr cplx(U x) device : re(float(x)), im(1) {}
+  float sum() const thread { return re + im; }
+};
+
+kernel void build_cplx(device const float* in [[buffer(0)]], device float* out [[buffer(1)]],
+                       uint i [[thread_position_in_grid]]) {
+  const cplx a;
+  const cplx b(in[i]);
+  const cplx c(i + 0u);
+  out[i] = a.sum() + b.sum() + c.sum(); // in[i] + i + 1
+}
