@@ -28,6 +28,8 @@ using F4 = vec<float, 4>;
 template <typename T> float direct(int4 a) { T v(a); return v.x; }
 struct Pair { int a, b; Pair(int x, int y) : a(x), b(y) {} };
 using P2 = Pair; typedef int I;
+struct NA { using g = float4; };
+float g(float v) { return v + 1; }
 `
 	cases := []struct {
 		what, body string
@@ -43,6 +45,7 @@ using P2 = Pair; typedef int I;
 		{"an alias of vec<float, 4>", "const int4 a = int4(int(x[i])); x[i] = F4(a).x + ((F4)a).y", 2},
 		{"the library's alias template", "const int4 a = int4(int(x[i])); x[i] = metal::conditional_t<true, float4, int4>(a).x + ((conditional_t<true, float4, int4>)a).y", 2},
 		{"direct initialisation", "const int4 a = int4(int(x[i])); A2 v(a); F4 w(a); x[i] = v.x + w.y + direct<float4>(a) + direct<V4<float>>(a)", 4},
+		{"a function named as another scope's alias", "x[i] = g(x[i]) - 1", 1},
 		{"aliases of other types, as written", "const P2 p = P2(int(x[i]), 1); x[i] = float(p.a * p.b + I(x[i] + 0.5f) + (I)x[i])", 3},
 	}
 	bodies := make([]string, len(cases))

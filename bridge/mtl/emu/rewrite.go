@@ -116,6 +116,7 @@ type rewriter struct {
 	knames    map[string]bool
 	tmplNames map[string]bool     // the names the unit declares templates of (templateNames)
 	aliases   map[string]bool     // the names the unit or the library declares type aliases of (aliasNames)
+	declared  map[string]bool     // the names the unit declares functions or variables of (declaredNames)
 	tgArrays  []tgArray           // the threadgroup arrays functions declare (tgArgs)
 	inits     [][2]int            // program-scope initialisers, '=' to ';' (cmpValues)
 	spaced    []spacedName        // the references and threadgroup variables declared in an address space (addrArgs)
@@ -168,6 +169,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 	r.findAttrs()
 	r.tmplNames = templateNames(toks)
 	r.aliases = aliasNames(toks)
+	r.declared = declaredNames(toks)
 	r.typeParams()
 	if r.err == nil {
 		r.walk()
@@ -1635,7 +1637,9 @@ func (r *rewriter) alias(i int) {
 			return
 		}
 		if r.vecNames[t.text] || t.text == "vec" && k+1 < len(typ) && typ[k+1].text == "<" {
-			r.vecNames[name] = true
+			if !r.declared[name] { // a function's name elsewhere: its calls are no casts
+				r.vecNames[name] = true
+			}
 			return
 		}
 	}
@@ -1663,12 +1667,20 @@ func (r *rewriter) alias(i int) {
 // cast or a functional cast, the rewriter leaves what it stands for to
 // clang, through metal::__emu::tmake, tcast and tstatic: a vector converts
 // by value, as in Metal, whatever alias, base class or template it is
-// reached through (docs/msl-subset.md).
+// reached through (docs/msl-subset.md). A name the unit also declares a
+// function or variable of in some scope is left out, as its calls could
+// not be told from casts.
 func aliasNames(toks []token) map[string]bool {
 	names := map[string]bool{}
 	for n := range shimAliases() {
 		names[n] = true
 	}
+	declared := declaredNames(toks)
+	defer func() {
+		for n := range declared {
+			delete(names, n)
+		}
+	}()
 	for i := 0; i < len(toks); i++ {
 		switch {
 		case toks[i].text == "using" && i+2 < len(toks) && toks[i+1].kind == tIdent && toks[i+2].text == "=":
@@ -1699,6 +1711,30 @@ func aliasNames(toks []token) map[string]bool {
 	}
 	return names
 }
+
+// declaredNames are the names toks declare functions or variables of with
+// a parenthesis (`float4 g(float v)`, `T v(a)`): a call of one is not a
+// cast, whatever alias of that name another scope declares.
+func declaredNames(toks []token) map[string]bool {
+	declared := map[string]bool{}
+	for i := 1; i+1 < len(toks); i++ {
+		if toks[i].kind != tIdent || toks[i+1].text != "(" {
+			continue
+		}
+		switch p := toks[i-1]; {
+		case p.kind == tIdent && !notDeclarator[p.text], p.text == ">", p.text == "*", p.text == "&":
+			declared[toks[i].text] = true
+		}
+	}
+	return declared
+}
+
+// notDeclarator are the words a call, not a declaration, may follow
+// (`return f(x)`), for aliasNames.
+var notDeclarator = map[string]bool{"return": true, "case": true, "else": true, "do": true, "sizeof": true,
+	"alignof": true, "decltype": true, "co_return": true, "throw": true, "typename": true, "operator": true,
+	"static_cast": true, "reinterpret_cast": true, "const_cast": true, "using": true, "typedef": true,
+	"template": true, "struct": true, "class": true, "new": true, "delete": true, "goto": true}
 
 var (
 	shimAliasOnce sync.Once
