@@ -288,6 +288,9 @@ func Check() error {
 	if _, err := CUDA(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := Emu(); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := TestSlowdown(); err != nil {
 		errs = append(errs, err)
 	}

@@ -202,6 +202,9 @@ func TestCheck(t *testing.T) {
 		{"MTLBENCH_METAL_MSL", "2.0", ""}, // Metal's to refuse: auto falls back
 		{"MTLBENCH_CUDA_DEVICE", "-5", `MTLBENCH_CUDA_DEVICE="-5"`},
 		{"MTLBENCH_TEST_SLOWDOWN", "abc", `MTLBENCH_TEST_SLOWDOWN="abc"`},
+		{"MTLBENCH_EMU_TIMEOUT", "abc", `MTLBENCH_EMU_TIMEOUT="abc": want a duration`},
+		{"MTLBENCH_EMU_TIMEOUT", "-1s", `MTLBENCH_EMU_TIMEOUT="-1s"`},
+		{"MTLBENCH_EMU_TIMEOUT", "0", ""},
 		{"MTLBENCH_TUNED", "envconfig_test.go", `MTLBENCH_TUNED="envconfig_test.go": a file`},
 		{"MTLBENCH_METAL_SERIAL", "on", ""},
 		{"MTLBENCH_CUDA_GRAPHS", "0", ""},
