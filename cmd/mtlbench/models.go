@@ -26,10 +26,10 @@ func modelsCommand() *cli.Command {
 		Usage:     "list the model presets (or describe checkpoints) with their size and memory need",
 		ArgsUsage: "[CHECKPOINT ...]",
 		Description: "Presets have the real shapes of the models mtlbench's users tune for and run\n" +
-			"with seeded synthetic weights. Memory is for the weights in --dtype (bf16 by default; packed\n" +
-			"formats q2 to q8 (MLX affine, group 64), nvfp4 and mxfp8 (mlx), q4_k_m, q5_k_m, q8_0 and\n" +
-			"the IQ types (GGUF)\n" +
-			"count packed bytes and scales) plus a KV cache of 4096 tokens, or the model's context where shorter;\n--dtype all lists every format.\n\n" +
+			"with seeded synthetic weights. Memory is for the weights in --dtype (bf16 by default;\n" +
+			"packed formats, q2 to q8 (MLX affine, group 64), nvfp4 and mxfp8 (mlx), q4_k_m, q5_k_m,\n" +
+			"q8_0 and the IQ types (GGUF), count packed bytes and scales) plus a KV cache of 4096\n" +
+			"tokens, or the model's context where shorter; --dtype all lists every format.\n\n" +
 			"With arguments, each a checkpoint folder or .gguf file (a split one by any of its parts),\n" +
 			"the checkpoints are described instead: their weights as they load (packed formats as they\n" +
 			"run), and for a GGUF file its tensors by stored type, with the formats transcoded types run\n" +
