@@ -517,25 +517,33 @@ func TestShowConfidenceOnlyWithInterval(t *testing.T) {
 }
 
 // A reference names the same runs for show as for compare: every run of a
-// tag (compare pools them), newest first, and --latest N keeps the newest
-// N; a tag does not mean its newest run alone.
+// tag (compare pools them), and --latest N keeps the newest N of each
+// reference, as compare --latest does; a tag does not mean its newest run
+// alone. show prints the runs oldest first, whatever order named them.
 func TestShowNamesEveryRunOfAReference(t *testing.T) {
 	db := recordTwoCases(t)
 	suite := filepath.Join(t.TempDir(), "two.yaml")
 	if err := os.WriteFile(suite, []byte(twoCaseSuite), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, stderr, err := mtl(t, "run", suite, "--db", db, "-q", "--tag", "two", "--backend", "cpu", "--threads", "1"); err != nil {
-		t.Fatalf("run: %v\n%s", err, stderr)
+	for _, tag := range []string{"two", "three"} {
+		if _, stderr, err := mtl(t, "run", suite, "--db", db, "-q", "--tag", tag, "--backend", "cpu", "--threads", "1"); err != nil {
+			t.Fatalf("run: %v\n%s", err, stderr)
+		}
 	}
+	// Runs 1 and 2 are tagged two, run 3 three.
 	for _, c := range []struct {
 		args []string
 		want []string
 	}{
-		{nil, []string{"1", "2"}},
-		{[]string{"--latest", "1"}, []string{"2"}},
+		{[]string{"two"}, []string{"1", "2"}},
+		{[]string{"two", "--latest", "1"}, []string{"2"}},
+		{[]string{"two,three", "--latest", "1"}, []string{"2", "3"}},
+		{[]string{"three", "two", "--latest", "1"}, []string{"2", "3"}},
+		{[]string{"3,1"}, []string{"1", "3"}},
+		{[]string{"1", "3"}, []string{"1", "3"}},
 	} {
-		out, _, err := mtl(t, append([]string{"show", "two", "--db", db, "--format", "csv"}, c.args...)...)
+		out, _, err := mtl(t, append([]string{"show", "--db", db, "--format", "csv"}, c.args...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -545,9 +553,8 @@ func TestShowNamesEveryRunOfAReference(t *testing.T) {
 				runs = append(runs, r["run"])
 			}
 		}
-		slices.Sort(runs)
 		if !slices.Equal(runs, c.want) {
-			t.Errorf("show two %v: runs %v, want %v", c.args, runs, c.want)
+			t.Errorf("show %v: runs %v, want %v", c.args, runs, c.want)
 		}
 	}
 }

@@ -84,6 +84,13 @@ func reportCommand() *cli.Command {
 // may be a comma-separated list, as compare takes one: a tag never holds a
 // comma (results.CheckTag).
 func resolveRuns(db *results.DB, refs []string) ([]int64, error) {
+	return resolveRunsLatest(db, refs, 0)
+}
+
+// resolveRunsLatest is resolveRuns keeping only the newest latest runs of
+// each reference (0: all), as compare.Load does for compare and gate, so
+// show --latest names the runs compare --latest pools.
+func resolveRunsLatest(db *results.DB, refs []string, latest int) ([]int64, error) {
 	var list []string
 	for _, ref := range refs {
 		for _, r := range strings.Split(ref, ",") {
@@ -101,6 +108,9 @@ func resolveRuns(db *results.DB, refs []string) ([]int64, error) {
 		got, err := db.ResolveRef(ref)
 		if err != nil {
 			return nil, err
+		}
+		if latest > 0 && len(got) > latest {
+			got = got[:latest] // ResolveRef lists newest first
 		}
 		for _, id := range got {
 			if !seen[id] {

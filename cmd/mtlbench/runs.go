@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,7 +159,7 @@ func showCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList(formatBenchfmt) + " (csv, json, jsonl: one row per run, case and metric)"},
 			&cli.BoolFlag{Name: "raw", Usage: "with csv, json or jsonl: one row per sample (refused with the other formats)"},
-			&cli.IntFlag{Name: "latest", Usage: "show only the first N runs the references name, newest first per reference (0: all, as compare pools them)"},
+			&cli.IntFlag{Name: "latest", Usage: "show only the newest N runs of each reference, as compare --latest pools them (0: all)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
@@ -180,22 +182,26 @@ func showCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			ids, err := resolveRuns(db, c.Args().Slice())
+			ids, err := resolveRunsLatest(db, c.Args().Slice(), c.Int("latest"))
 			if err != nil {
 				return err
 			}
-			if n := c.Int("latest"); n > 0 && len(ids) > n {
-				ids = ids[:n]
-			}
-			// Oldest first, as they ran.
 			var runs []*results.Run
-			for i := len(ids) - 1; i >= 0; i-- {
-				r, err := db.GetRun(ids[i])
+			for _, id := range ids {
+				r, err := db.GetRun(id)
 				if err != nil {
 					return err
 				}
 				runs = append(runs, r)
 			}
+			// Oldest first, as they ran, whatever the order of the
+			// references that named them.
+			slices.SortStableFunc(runs, func(a, b *results.Run) int {
+				if d := a.StartedAt.Compare(b.StartedAt); d != 0 {
+					return d
+				}
+				return cmp.Compare(a.ID, b.ID)
+			})
 			for _, run := range runs {
 				backend := run.Backend
 				if run.BackendNotes != "" {
