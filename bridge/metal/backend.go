@@ -136,6 +136,14 @@ func compileKernels(dev mtl.Device, opts Options) (mtl.Library, string, error) {
 	if opts.LanguageVersion != "" {
 		versions = []string{opts.LanguageVersion}
 	}
+	// A version before the oldest the kernels are written for lacks what
+	// they use: a Mac's compiler refuses them there, but the emulator,
+	// which gates only bfloat by version, would build them and run under a
+	// version no Mac could (docs/msl-subset.md). Refused alike on both.
+	oldest := LanguageVersions[len(LanguageVersions)-1]
+	if v := opts.LanguageVersion; v != "" && mslBefore(v, oldest) {
+		return nil, "", fmt.Errorf("metal: MSL %s: the kernels need MSL %s or newer", v, oldest)
+	}
 	var msgs, tried []string // distinct first lines, and the versions of each
 	for _, v := range versions {
 		lib, err := dev.NewLibrary(kmetal.Files(), mtl.CompileOptions{LanguageVersion: v, NoFastMath: opts.NoFastMath})
@@ -153,6 +161,20 @@ func compileKernels(dev mtl.Device, opts Options) (mtl.Library, string, error) {
 		msgs[i] = tried[i] + ": " + msgs[i]
 	}
 	return nil, "", fmt.Errorf("metal: compiling the kernels: %s", strings.Join(msgs, "; "))
+}
+
+// mslBefore reports whether MSL version v ("2.4") comes before w ("3.0");
+// a version that is no major.minor pair is left to the device to refuse.
+func mslBefore(v, w string) bool {
+	parse := func(s string) (int, int, bool) {
+		a, b, ok := strings.Cut(s, ".")
+		maj, err1 := strconv.Atoi(a)
+		min, err2 := strconv.Atoi(b)
+		return maj, min, ok && err1 == nil && err2 == nil
+	}
+	vm, vn, ok1 := parse(v)
+	wm, wn, ok2 := parse(w)
+	return ok1 && ok2 && (vm < wm || vm == wm && vn < wn)
 }
 
 // New compiles the kernels on dev (or loads them from the emulator's cache)

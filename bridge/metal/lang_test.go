@@ -85,3 +85,33 @@ func TestNoFastMathReachesTheCompile(t *testing.T) {
 		be.Close()
 	}
 }
+
+// A version before the oldest the kernels are written for is refused
+// before any compile, on a Mac and on the emulator alike: the emulator
+// would build the kernels there and run under a version no Mac could.
+func TestLanguageVersionBeforeTheKernelsRefused(t *testing.T) {
+	for _, c := range []struct {
+		lang, want string
+	}{
+		{"2.0", "metal: MSL 2.0: the kernels need MSL 3.0 or newer"},
+		{"2.4", "MSL 2.4: the kernels need MSL 3.0 or newer"},
+		{"1.2", "MSL 1.2: the kernels need MSL 3.0 or newer"},
+		{"3.0", ""},
+		{"3.2", ""},
+		{"4.0", ""}, // newer than the list: the device's to refuse or take
+	} {
+		var got []mtl.CompileOptions
+		be, err := metal.New(compileRecorder{opts: &got}, metal.Options{LanguageVersion: c.lang})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("MSL %s: %v", c.lang, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("MSL %s: got %v, want %q", c.lang, err, c.want)
+		case c.want != "" && len(got) > 0:
+			t.Errorf("MSL %s: compiled %d times before it was refused", c.lang, len(got))
+		}
+		if be != nil {
+			be.Close()
+		}
+	}
+}

@@ -51,7 +51,7 @@ var Vars = []Var{
 		"folder of tuned kernel configs: the nearest bucket wins, and among equally near ones these beat the user's cache and the shipped configs"},
 
 	{"MTLBENCH_METAL_MSL", "the newest of 3.2, 3.1, 3.0 the OS compiles", "metal",
-		"MSL version the Metal kernels are compiled for (metal and metal-emu), e.g. 3.0 to try the path macOS 13 takes"},
+		"MSL version the Metal kernels are compiled for (metal and metal-emu), e.g. 3.0 to try the path macOS 13 takes; one before 3.0 lacks what they use, and neither backend opens"},
 	{"MTLBENCH_METAL_FAST_MATH", "1", "metal",
 		"0: compile the Metal kernels with fast math off (metal and metal-emu; the emulator then fuses no multiply-adds), to tell a kernel's error from fast math's"},
 	{"MTLBENCH_METAL_SERIAL", "0", "metal",
