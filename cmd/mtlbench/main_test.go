@@ -676,6 +676,17 @@ func TestBenchSynthetic(t *testing.T) {
 	}
 }
 
+// A packed --dtype on a checkpoint without --synthetic is refused, naming
+// the flag that draws packed weights for its architecture: bench's own, not
+// only the suite key behind it.
+func TestBenchPackedCheckpointNamesSynthetic(t *testing.T) {
+	ck := filepath.Join("..", "..", "runner", "testdata", "hf", "qwen3_moe")
+	_, _, err := mtl(t, "bench", "-m", ck, "--dtype", "q4", "--print-suite")
+	if err == nil || !strings.Contains(err.Error(), "is read as it is stored") || !strings.Contains(err.Error(), "bench's --synthetic") {
+		t.Errorf("got %v, want the refusal to name bench's --synthetic", err)
+	}
+}
+
 // TestFormatHelpNamesEveryFormat holds every --format flag's help to the
 // formats its command accepts (table.ParseFormat's, and benchfmt where
 // parseRunFormat reads the flag): selftest's once left out jsonl.

@@ -950,7 +950,7 @@ func Open(spec Spec) (*Config, Source, error) {
 			return nil, nil, err
 		}
 		if spec.Quant != "" {
-			return nil, nil, fmt.Errorf("dtype %s makes synthetic packed weights for a preset; %s is a checkpoint, which is read as it is stored (a suite's weights: synthetic draws them for its architecture)", spec.Quant, spec.Model)
+			return nil, nil, fmt.Errorf("dtype %s makes synthetic packed weights for a preset; %s is a checkpoint, which is read as it is stored (synthetic weights draw them for its architecture: bench's --synthetic, a suite's weights: synthetic)", spec.Quant, spec.Model)
 		}
 		c, ck, err := openModelPath(spec.Model, spec.DType)
 		if err != nil {
