@@ -12,6 +12,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/internal/readfile/kindtest"
+	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
 // A GGUF file holding tensors its metadata's model does not read is
@@ -311,5 +312,31 @@ func TestModelNameOfABuiltInSuite(t *testing.T) {
 	}
 	if _, _, err := Open(Spec{Model: "./ci"}); err == nil || strings.Contains(err.Error(), "built-in suite") {
 		t.Errorf("./ci: %v, want only that no such path exists", err)
+	}
+}
+
+// A checkpoint folder holding its config.json and no weights says that
+// weights can be drawn for it, naming how; the weights' error stays
+// matchable.
+func TestConfigAloneNamesSynthetic(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := os.ReadFile(filepath.Join("..", "testdata", "hf", "qwen3", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = Open(Spec{Model: dir})
+	const want = "no .safetensors files (and no model.safetensors.index.json): the folder holds the model's configuration alone (seeded weights of its architecture run with bench's --synthetic, a suite's weights: synthetic)"
+	if err == nil || err.Error() != dir+": "+want {
+		t.Fatalf("err = %v\nwant %s: %s", err, dir, want)
+	}
+	if !errors.Is(err, safetensors.ErrNoWeights) {
+		t.Errorf("%v is not safetensors.ErrNoWeights", err)
+	}
+	// With --synthetic the same folder runs.
+	if _, _, err := Open(Spec{Model: dir, Synthetic: true, Layers: 1}); err != nil {
+		t.Errorf("synthetic: %v", err)
 	}
 }

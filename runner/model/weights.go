@@ -743,6 +743,11 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 		return nil, nil, err
 	}
 	ck, err := openCheckpoint(dir, want, cfg.tensorBound())
+	if errors.Is(err, safetensors.ErrNoWeights) {
+		// A configuration alone (downloaded without its weights, or written
+		// to describe a shape) runs with weights drawn for it.
+		return nil, nil, fmt.Errorf("%w: the folder holds the model's configuration alone (seeded weights of its architecture run with bench's --synthetic, a suite's weights: synthetic)", err)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

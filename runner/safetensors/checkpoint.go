@@ -56,6 +56,10 @@ func OpenDir(dir string) (*Checkpoint, error) {
 // the bound OpenDirMax was given.
 var ErrTooManyTensors = errors.New("it is another model's checkpoint, or a damaged one")
 
+// ErrNoWeights is the error of a folder holding no .safetensors file, which
+// a caller knowing the folder's configuration can name better.
+var ErrNoWeights = errors.New("no .safetensors files")
+
 // OpenDirMax is OpenDir refusing a checkpoint of more than maxTensors
 // tensors (0: no bound) as soon as a header is past it: a header of
 // millions of empty tensors costs seconds and gigabytes to read whole.
@@ -97,7 +101,7 @@ func OpenDirMax(dir string, maxTensors int) (*Checkpoint, error) {
 		}
 	}
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("%s: no .safetensors files (and no %s)", dir, IndexName)
+		return nil, fmt.Errorf("%s: %w (and no %s)", dir, ErrNoWeights, IndexName)
 	}
 	if err := missingPart(dir, paths); err != nil {
 		return nil, err
