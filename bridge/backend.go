@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/mtlbench/mtlbench/kernels"
@@ -385,9 +386,29 @@ type WindowRunner interface {
 
 // KVCacheDTypes is a backend whose attention reads a KV cache in other
 // dtypes than ActDType: the engine keeps a model's cache in the model's
-// dtype when it is listed (runner/engine.KVDType).
+// dtype when it is listed (AutoKVDType, runner/engine.KVDType).
 type KVCacheDTypes interface {
 	KVDTypes() []DType
+}
+
+// ExactKVByDefault is a KVCacheDTypes backend that keeps a cache nobody
+// chose a dtype for in ActDType all the same, the others only when asked:
+// the CPU, the reference every backend is checked against, whose default
+// stays f32 (docs/architecture.md, "The KV cache").
+type ExactKVByDefault interface {
+	ExactKVByDefault() bool
+}
+
+// AutoKVDType is the dtype be keeps the KV cache of a model of dtype model
+// in when none is asked for (kv_dtype auto): the model's where be reads a
+// cache in it and does not keep its default exact, else ActDType.
+func AutoKVDType(be Backend, model DType) DType {
+	if k, ok := be.(KVCacheDTypes); ok && slices.Contains(k.KVDTypes(), model) {
+		if x, ok := be.(ExactKVByDefault); !ok || !x.ExactKVByDefault() {
+			return model
+		}
+	}
+	return be.ActDType()
 }
 
 // ModelShape is what of a model a backend's kernels must take: its

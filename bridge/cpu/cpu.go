@@ -309,11 +309,32 @@ func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim
 // (bridge.WindowRunner).
 func (b *Backend) RunsWindows() bool { return true }
 
+// KVDTypes are the dtypes Attention keeps a KV cache in: f32, and f16 and
+// bf16 stored as 2-byte values, written rounded to nearest even as the Metal
+// and CUDA kernels write them and read back exactly, so a half-float cache
+// has a like-for-like reference here (bridge.KVCacheDTypes).
+func (b *Backend) KVDTypes() []bridge.DType {
+	return []bridge.DType{bridge.F32, bridge.F16, bridge.BF16}
+}
+
+// ExactKVByDefault: the reference keeps a cache of no chosen dtype in f32,
+// a half-float one only where kv_dtype asks (bridge.ExactKVByDefault).
+func (b *Backend) ExactKVByDefault() bool { return true }
+
 func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, window int) {
 	m := b.meta
 	l := kernels.PagedLayout{BlockSize: cache.BlockSize, KVHeads: kvHeads, HeadDim: headDim}
-	kc, vc := f32s(cache.K), f32s(cache.V)
-	kernels.KVWrite(kc, vc, f32s(k), f32s(v), m.SlotMapping, l)
+	kt, vt := cache.K.(*tensor), cache.V.(*tensor)
+	if kt.dt != vt.dt || (kt.dt != bridge.F32 && kt.dt != bridge.F16 && kt.dt != bridge.BF16) {
+		b.fail("attention: a KV cache of %v keys and %v values (want f32, f16 or bf16, both alike)", kt.dt, vt.dt)
+		return
+	}
+	halfKV := kt.dt != bridge.F32
+	if halfKV {
+		kvWriteHalf(kt, vt, f32s(k), f32s(v), m.SlotMapping, l)
+	} else {
+		kernels.KVWrite(kt.f32, vt.f32, f32s(k), f32s(v), m.SlotMapping, l)
+	}
 	qs, o := f32s(q), f32s(out)
 	// One work item per (sequence, kv head): the query heads of a GQA group
 	// share the K and V rows they read, so a token's scores are one GEMM of
@@ -321,27 +342,53 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	// are contiguous), and each head's output the block's value rows
 	// weighted by its probabilities (vec.AxpyRows), in position order. A
 	// sliding window starts a token's keys at lo, a whole number of
-	// blocks in and then some rows of its first block.
+	// blocks in and then some rows of its first block. A half-float cache
+	// is widened once per work item, the positions its tokens read, into
+	// f32 rows the same loops then read.
 	group, bs := heads/kvHeads, l.BlockSize
 	b.pool.forEach(m.NumSeqs*kvHeads, func(item int) {
 		s, kh := item/kvHeads, item%kvHeads
 		q0, q1 := int(m.QueryStartLoc[s]), int(m.QueryStartLoc[s+1])
 		n := int(m.SeqLens[s])
 		table := m.BlockTable[s*m.MaxBlocks : (s+1)*m.MaxBlocks]
+		// first is the first position any of the item's tokens reads.
+		first := kernels.WindowStart(n-(q1-q0), window)
+		wide := 0
+		if halfKV {
+			wide = (n - first) * headDim
+		}
 		buf := attnScratch.Get().(*[]float32)
 		defer attnScratch.Put(buf)
-		if cap(*buf) < group*n {
-			*buf = make([]float32, group*n)
+		if cap(*buf) < group*n+2*wide {
+			*buf = make([]float32, group*n+2*wide)
 		}
 		p := (*buf)[:group*n]
+		kw, vw := (*buf)[group*n:group*n+wide], (*buf)[group*n+wide:group*n+2*wide]
+		if halfKV {
+			for j0 := first; j0 < n; {
+				w := min(bs-j0%bs, n-j0)
+				o := l.Index(table[j0/bs]*int32(bs)+int32(j0%bs), kh)
+				widen(kw[(j0-first)*headDim:(j0-first+w)*headDim], kt, o)
+				widen(vw[(j0-first)*headDim:(j0-first+w)*headDim], vt, o)
+				j0 += w
+			}
+		}
+		// rows are the w key or value rows from position j0, inside one
+		// block.
+		rows := func(c *tensor, wc []float32, j0, w int) []float32 {
+			if halfKV {
+				return wc[(j0-first)*headDim : (j0-first+w)*headDim]
+			}
+			o := l.Index(table[j0/bs]*int32(bs)+int32(j0%bs), kh)
+			return c.f32[o : o+w*headDim]
+		}
 		for t := q0; t < q1; t++ {
 			valid := n - (q1 - q0) + (t - q0) + 1 // the token's own position and those before
 			lo := kernels.WindowStart(valid-1, window)
 			qt := qs[(t*heads+kh*group)*headDim : (t*heads+(kh+1)*group)*headDim]
 			for j0 := lo; j0 < valid; {
 				w := min(bs-j0%bs, valid-j0)
-				kb := kc[l.Index(table[j0/bs]*int32(bs)+int32(j0%bs), kh):]
-				vec.GemmF32(p[j0:], n, qt, kb[:w*headDim], group, w, headDim)
+				vec.GemmF32(p[j0:], n, qt, rows(kt, kw, j0, w), group, w, headDim)
 				j0 += w
 			}
 			for h := 0; h < group; h++ {
@@ -361,13 +408,42 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 				clear(acc)
 				for j0 := lo; j0 < valid; {
 					w := min(bs-j0%bs, valid-j0)
-					vb := vc[l.Index(table[j0/bs]*int32(bs)+int32(j0%bs), kh):]
-					vec.AxpyRows(acc, row[j0-lo:j0-lo+w], vb[:w*headDim], headDim)
+					vec.AxpyRows(acc, row[j0-lo:j0-lo+w], rows(vt, vw, j0, w), headDim)
 					j0 += w
 				}
 			}
 		}
 	})
+}
+
+// kvWriteHalf is kernels.KVWrite into an f16 or bf16 cache: each value
+// rounded to nearest even (half.F32ToF16, half.F32ToBF16), as the GPU
+// kernels store it.
+func kvWriteHalf(kc, vc *tensor, k, v []float32, slots []int32, l kernels.PagedLayout) {
+	conv := half.F32ToF16
+	if kc.dt == bridge.BF16 {
+		conv = half.F32ToBF16
+	}
+	w, d := l.KVHeads*l.HeadDim, l.HeadDim
+	for t, s := range slots {
+		if s < 0 {
+			continue
+		}
+		for h := 0; h < l.KVHeads; h++ {
+			o := l.Index(s, h)
+			conv(kc.u16[o:o+d], k[t*w+h*d:t*w+(h+1)*d])
+			conv(vc.u16[o:o+d], v[t*w+h*d:t*w+(h+1)*d])
+		}
+	}
+}
+
+// widen reads len(dst) values of a half-float cache from offset o, exactly.
+func widen(dst []float32, c *tensor, o int) {
+	if c.dt == bridge.BF16 {
+		half.BF16ToF32(dst, c.u16[o:o+len(dst)])
+	} else {
+		half.F16ToF32(dst, c.u16[o:o+len(dst)])
+	}
 }
 
 // attnScratch holds a work item's scores, then probabilities.

@@ -104,44 +104,98 @@ func TestNormsRoPEAndActivations(t *testing.T) {
 // The CPU attention over a ragged batch (a prefill chunk, decodes, a fresh
 // prompt) equals the reference, for every GQA ratio and block size, and
 // with sliding windows shorter than a block, across blocks, of the
-// sequences' length and longer.
+// sequences' length and longer, with the cache in every dtype it keeps: a
+// half-float cache stores the new keys and values rounded to nearest even
+// and reads them exactly, so the reference fed the same rounded cache holds
+// to the f32 tolerance.
 func TestAttentionRaggedBatch(t *testing.T) {
-	for _, c := range []struct{ heads, kv, dim, bs, window int }{
-		{8, 8, 32, 16, 0}, {8, 2, 64, 8, 0}, {8, 1, 128, 32, 0}, {4, 4, 96, 16, 0},
-		{8, 2, 64, 8, 3}, {8, 2, 64, 8, 13}, {8, 1, 32, 16, 1}, {4, 4, 32, 16, 41}, {4, 2, 32, 32, 100},
+	for _, dt := range []bridge.DType{bridge.F32, bridge.F16, bridge.BF16} {
+		for _, c := range []struct{ heads, kv, dim, bs, window int }{
+			{8, 8, 32, 16, 0}, {8, 2, 64, 8, 0}, {8, 1, 128, 32, 0}, {4, 4, 96, 16, 0},
+			{8, 2, 64, 8, 3}, {8, 2, 64, 8, 13}, {8, 1, 32, 16, 1}, {4, 4, 32, 16, 41}, {4, 2, 32, 32, 100},
+		} {
+			t.Run(fmt.Sprintf("%v_h%d_kv%d_d%d_bs%d_w%d", dt, c.heads, c.kv, c.dim, c.bs, c.window), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(4, uint64(c.dim)))
+				// (cached, new) tokens per sequence
+				seqs := [][2]int{{0, 9}, {40, 1}, {15, 1}, {33, 5}, {0, 1}}
+				l := kernels.PagedLayout{BlockSize: c.bs, KVHeads: c.kv, HeadDim: c.dim}
+				maxBlocks := 0
+				for _, s := range seqs {
+					maxBlocks = max(maxBlocks, (s[0]+s[1]+c.bs-1)/c.bs)
+				}
+				nb := maxBlocks * len(seqs)
+				perm := r.Perm(nb)
+				n := nb * c.kv * c.bs * c.dim
+				kct, kc2 := weightT(dt, randF32(r, n), n)
+				vct, vc2 := weightT(dt, randF32(r, n), n)
+				meta := quanttest.RaggedMeta(seqs, maxBlocks, c.bs, perm)
+				T := meta.NumTokens
+				q, k, v := randF32(r, T*c.heads*c.dim), randF32(r, T*c.kv*c.dim), randF32(r, T*c.kv*c.dim)
+				b := New(Options{Threads: 2})
+				b.BeginStep(meta, make([]int32, T), false)
+				got := make([]float32, len(q))
+				scale := float32(1 / math.Sqrt(float64(c.dim)))
+				b.Attention(f32T(got, T, c.heads*c.dim), f32T(q, T, c.heads*c.dim), f32T(k, T, c.kv*c.dim), f32T(v, T, c.kv*c.dim),
+					bridge.KVCache{K: kct, V: vct, BlockSize: c.bs}, c.heads, c.kv, c.dim, scale, c.window)
+				if _, err := b.EndStep(); err != nil {
+					t.Fatal(err)
+				}
+				_, kr := weightT(dt, k, len(k))
+				_, vr := weightT(dt, v, len(v))
+				kernels.KVWrite(kc2, vc2, kr, vr, meta.SlotMapping, l)
+				want := make([]float32, len(q))
+				kernels.PagedAttention(want, q, kc2, vc2, kernels.AttnBatch{QueryStartLoc: meta.QueryStartLoc, SeqLens: meta.SeqLens, BlockTable: meta.BlockTable, MaxBlocks: maxBlocks}, c.heads, l, scale, c.window)
+				if d := kernels.MaxAbsDiff(got, want); d > 1e-5 {
+					t.Errorf("max error %g", d)
+				}
+				kc, vc := make([]float32, n), make([]float32, n)
+				if err := b.Read(kct, kc); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Read(vct, vc); err != nil {
+					t.Fatal(err)
+				}
+				if kernels.MaxAbsDiff(kc, kc2) != 0 || kernels.MaxAbsDiff(vc, vc2) != 0 {
+					t.Error("KV write differs from the reference")
+				}
+			})
+		}
+	}
+}
+
+// A half-float cache takes 2 bytes a value, and an f16 or bf16 cache is
+// all the backend keeps besides f32 (bridge.KVCacheDTypes); a cache of
+// another dtype, or of keys and values unlike, fails the step naming both.
+func TestAttentionCacheDTypes(t *testing.T) {
+	b := New(Options{Threads: 1})
+	if got := b.KVDTypes(); fmt.Sprint(got) != fmt.Sprint([]bridge.DType{bridge.F32, bridge.F16, bridge.BF16}) {
+		t.Errorf("KVDTypes() = %v", got)
+	}
+	for _, dt := range []bridge.DType{bridge.F16, bridge.BF16} {
+		c, err := b.Alloc(dt, 4, 2, 16, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x := c.(*tensor); len(x.u16) != 4*2*16*8 || x.f32 != nil {
+			t.Errorf("%v cache: %d 2-byte values, f32 %v", dt, len(x.u16), x.f32 != nil)
+		}
+	}
+	meta := quanttest.RaggedMeta([][2]int{{0, 1}}, 1, 16, []int{0})
+	for _, c := range []struct {
+		k, v bridge.DType
+		want string
+	}{
+		{bridge.F16, bridge.BF16, "cpu: attention: a KV cache of f16 keys and bf16 values (want f32, f16 or bf16, both alike)"},
+		{bridge.I32, bridge.I32, "cpu: attention: a KV cache of i32 keys and i32 values (want f32, f16 or bf16, both alike)"},
 	} {
-		t.Run(fmt.Sprintf("h%d_kv%d_d%d_bs%d_w%d", c.heads, c.kv, c.dim, c.bs, c.window), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(4, uint64(c.dim)))
-			// (cached, new) tokens per sequence
-			seqs := [][2]int{{0, 9}, {40, 1}, {15, 1}, {33, 5}, {0, 1}}
-			l := kernels.PagedLayout{BlockSize: c.bs, KVHeads: c.kv, HeadDim: c.dim}
-			maxBlocks := 0
-			for _, s := range seqs {
-				maxBlocks = max(maxBlocks, (s[0]+s[1]+c.bs-1)/c.bs)
-			}
-			nb := maxBlocks * len(seqs)
-			perm := r.Perm(nb)
-			kc, vc := randF32(r, nb*c.kv*c.bs*c.dim), randF32(r, nb*c.kv*c.bs*c.dim)
-			meta := quanttest.RaggedMeta(seqs, maxBlocks, c.bs, perm)
-			T := meta.NumTokens
-			q, k, v := randF32(r, T*c.heads*c.dim), randF32(r, T*c.kv*c.dim), randF32(r, T*c.kv*c.dim)
-			kc2, vc2 := append([]float32(nil), kc...), append([]float32(nil), vc...)
-			b := New(Options{Threads: 2})
-			b.BeginStep(meta, make([]int32, T), false)
-			got := make([]float32, len(q))
-			scale := float32(1 / math.Sqrt(float64(c.dim)))
-			b.Attention(f32T(got, T, c.heads*c.dim), f32T(q, T, c.heads*c.dim), f32T(k, T, c.kv*c.dim), f32T(v, T, c.kv*c.dim),
-				bridge.KVCache{K: f32T(kc, len(kc)), V: f32T(vc, len(vc)), BlockSize: c.bs}, c.heads, c.kv, c.dim, scale, c.window)
-			kernels.KVWrite(kc2, vc2, k, v, meta.SlotMapping, l)
-			want := make([]float32, len(q))
-			kernels.PagedAttention(want, q, kc2, vc2, kernels.AttnBatch{QueryStartLoc: meta.QueryStartLoc, SeqLens: meta.SeqLens, BlockTable: meta.BlockTable, MaxBlocks: maxBlocks}, c.heads, l, scale, c.window)
-			if d := kernels.MaxAbsDiff(got, want); d > 1e-5 {
-				t.Errorf("max error %g", d)
-			}
-			if kernels.MaxAbsDiff(kc, kc2) != 0 || kernels.MaxAbsDiff(vc, vc2) != 0 {
-				t.Error("KV write differs from the reference")
-			}
-		})
+		kc, _ := alloc(c.k, []int{1, 1, 16, 8})
+		vc, _ := alloc(c.v, []int{1, 1, 16, 8})
+		b.BeginStep(meta, make([]int32, 1), false)
+		x := make([]float32, 8)
+		b.Attention(f32T(x, 1, 8), f32T(x, 1, 8), f32T(x, 1, 8), f32T(x, 1, 8), bridge.KVCache{K: kc, V: vc, BlockSize: 16}, 1, 1, 8, 1, 0)
+		if _, err := b.EndStep(); err == nil || err.Error() != c.want {
+			t.Errorf("%v/%v cache: %v, want %q", c.k, c.v, err, c.want)
+		}
 	}
 }
 

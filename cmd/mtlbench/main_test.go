@@ -375,9 +375,9 @@ func mustAbs(t *testing.T, p string) string {
 // with the difference named.
 func TestGenerateAgainst(t *testing.T) {
 	args := []string{"generate", "--model", "gpt2", "--dtype", "q4", "--layers", "1", "--tokens", "464,2068,7586", "--max-new-tokens", "3"}
-	// A backend the comparison cannot open, or one that cannot keep the
-	// --kv-dtype asked for, is refused before the first run prints anything.
-	for _, bad := range [][]string{{"--against", absentGPU()}, {"--against", "cpu", "--kv-dtype", "bf16"}} {
+	// A backend the comparison cannot open is refused before the first run
+	// prints anything.
+	for _, bad := range [][]string{{"--against", absentGPU()}} {
 		out, _, err := mtl(t, append(append(args, "--backend", "cpu"), bad...)...)
 		if err == nil || !strings.HasPrefix(err.Error(), bad[0]+" "+bad[1]+": ") || out != "" {
 			t.Errorf("%v: err=%v, stdout %q; want --against's error before any tokens", bad, err, out)
@@ -386,6 +386,11 @@ func TestGenerateAgainst(t *testing.T) {
 	out, errOut, err := mtl(t, append(args, "--backend", "cpu", "--against", "cpu", "--against-fusion", "off")...)
 	if err != nil || !strings.Contains(errOut, "against cpu (fusion off): tokens "+strings.TrimSpace(out)) {
 		t.Fatalf("cpu against cpu: %v\n%s%s", err, out, errOut)
+	}
+	// The CPU keeps a bf16 cache too, alike on both sides.
+	out, errOut, err = mtl(t, append(args, "--backend", "cpu", "--against", "cpu", "--kv-dtype", "bf16", "--tolerance", "1e-6")...)
+	if err != nil || !strings.Contains(errOut, "against cpu (fusion on): tokens "+strings.TrimSpace(out)) || strings.Contains(errOut, "keeps its KV cache") {
+		t.Fatalf("cpu against cpu, --kv-dtype bf16: %v\n%s%s", err, out, errOut)
 	}
 	// With --json too: the JSON, then the comparison.
 	out, errOut, err = mtl(t, append(args, "--backend", "cpu", "--against", "cpu", "--json")...)
@@ -447,9 +452,7 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"runs", "--limit", "-3"}, "--limit -3: want a count of runs (0: all)"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--against-fusion", "maybe"}, `--against-fusion "maybe": want on or off`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--tolerance", "-1"}, "--tolerance -1: want a fraction of 0 or more"},
-		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--kv-dtype", "bf16"}, "--against cpu: kv_dtype bf16: the cpu backend keeps its KV cache in f32"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--backend", "cpu", "--kv-dtype", "f8"}, `--kv-dtype: kv_dtype "f8": want auto, f32, f16 or bf16`},
-		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--backend", "cpu", "--kv-dtype", "bf16"}, "--kv-dtype: kv_dtype bf16: the cpu backend keeps its KV cache in f32"},
 		// an id past the vocabulary is named by its place in --tokens
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "9000"}, "--tokens: item 1 (9000) is outside qwen3-moe-mini's vocabulary of 8192 tokens (ids 0 to 8191)"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1,-3"}, "--tokens: item 2 (-3) is outside qwen3-moe-mini's vocabulary"},

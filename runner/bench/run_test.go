@@ -260,16 +260,6 @@ cases:
   - name: b
     params: { batch: 1, prompt_len: 8, gen_len: 4, kv_blocks: 16777216, block_size: 32 }
 `, "suite.yaml:2:18: case b: model qwen3-moe-mini needs"},
-		// And against the backend's KV cache dtypes.
-		{"kv-dtype-later", `name: x
-model: { preset: qwen3-moe-mini }
-cases:
-  - name: a
-    params: { batch: 1, prompt_len: 8, gen_len: 4 }
-  - name: b
-    params: { batch: 1, prompt_len: 8, gen_len: 4 }
-    matrix: { kv_dtype: [f32, f16] }
-`, "case b/kv_dtype=f16: kv_dtype f16: the cpu backend keeps its KV cache in f32"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -34,8 +34,9 @@ type Options struct {
 	// fusion table is not consulted (suites: fusion: off).
 	NoFusion bool
 	// KVDType is the KV cache's dtype: "auto" (or empty) keeps it in the
-	// model's dtype where the backend reads one (bridge.KVCacheDTypes), else
-	// in the backend's activation dtype; f32, f16 or bf16 ask for that one.
+	// model's dtype where the backend reads one and keeps its default so
+	// (bridge.AutoKVDType: not the CPU), else in the backend's activation
+	// dtype; f32, f16 or bf16 ask for that one.
 	KVDType string
 	// AvailableMemory, when positive, is checked against weights + KV cache
 	// + the largest step's activations before anything is allocated.
@@ -214,10 +215,7 @@ func KVDType(be bridge.Backend, model bridge.DType, requested string) (bridge.DT
 		have = k.KVDTypes()
 	}
 	if requested == "" || requested == "auto" {
-		if slices.Contains(have, model) {
-			return model, nil
-		}
-		return be.ActDType(), nil
+		return bridge.AutoKVDType(be, model), nil
 	}
 	dt, err := bridge.ParseDType(requested)
 	if err != nil {

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/half"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
 )
@@ -291,16 +293,18 @@ func TestDecodeStepsSkipTheGather(t *testing.T) {
 	sameOutputs(t, "batched", out, aloneOutputs(t, "llama", reqs), 1e-5)
 }
 
-// halfCache is the CPU backend claiming it reads KV caches in f16 and bf16
-// too: what KVDType resolves against a backend that does (Metal).
-type halfCache struct{ *cpu.Backend }
+// f32Cache is a backend that keeps its KV cache in f32 alone (no
+// bridge.KVCacheDTypes): the interface hides the CPU backend's KVDTypes.
+type f32Cache struct{ bridge.Backend }
 
-func (halfCache) KVDTypes() []bridge.DType {
-	return []bridge.DType{bridge.F32, bridge.F16, bridge.BF16}
-}
+// modelCache is the CPU backend keeping a cache of no chosen dtype in the
+// model's, as Metal and CUDA do.
+type modelCache struct{ *cpu.Backend }
+
+func (modelCache) ExactKVByDefault() bool { return false }
 
 func TestKVDType(t *testing.T) {
-	plain, half := cpu.New(cpu.Options{}), halfCache{cpu.New(cpu.Options{})}
+	plain, exact, half := f32Cache{cpu.New(cpu.Options{})}, cpu.New(cpu.Options{}), modelCache{cpu.New(cpu.Options{})}
 	tests := []struct {
 		be    bridge.Backend
 		model bridge.DType
@@ -312,6 +316,10 @@ func TestKVDType(t *testing.T) {
 		{plain, bridge.BF16, "auto", bridge.F32, ""},
 		{plain, bridge.BF16, "f32", bridge.F32, ""},
 		{plain, bridge.BF16, "bf16", 0, "kv_dtype bf16: the cpu backend keeps its KV cache in f32"},
+		{exact, bridge.BF16, "auto", bridge.F32, ""},
+		{exact, bridge.F16, "", bridge.F32, ""},
+		{exact, bridge.BF16, "bf16", bridge.BF16, ""},
+		{exact, bridge.F32, "f16", bridge.F16, ""},
 		{half, bridge.BF16, "auto", bridge.BF16, ""},
 		{half, bridge.F16, "", bridge.F16, ""},
 		{half, bridge.F32, "auto", bridge.F32, ""},
@@ -330,6 +338,72 @@ func TestKVDType(t *testing.T) {
 		if err != nil || got != tt.want {
 			t.Errorf("%T %v %q: %v %v, want %v", tt.be, tt.model, tt.req, got, err, tt.want)
 		}
+	}
+}
+
+// roundedKV is the CPU backend with an f32 cache fed keys and values
+// rounded to dt (nearest even) before they are stored: the reference a
+// cache kept in dt must equal.
+type roundedKV struct {
+	*cpu.Backend
+	dt bridge.DType
+}
+
+func (r roundedKV) Attention(out, q, k, v bridge.Tensor, c bridge.KVCache, heads, kvHeads, headDim int, scale float32, window int) {
+	round := func(x bridge.Tensor) bridge.Tensor {
+		f := make([]float32, x.Len())
+		if err := r.Read(x, f); err != nil {
+			panic(err)
+		}
+		u := make([]uint16, len(f))
+		if r.dt == bridge.BF16 {
+			half.F32ToBF16(u, f)
+			half.BF16ToF32(f, u)
+		} else {
+			half.F32ToF16(u, f)
+			half.F16ToF32(f, u)
+		}
+		t, err := r.Weight(bridge.F32, x.Shape(), unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f)))
+		if err != nil {
+			panic(err)
+		}
+		return t
+	}
+	r.Backend.Attention(out, q, round(k), round(v), c, heads, kvHeads, headDim, scale, window)
+}
+
+// A CPU run whose KV cache is kept in f16 or bf16 stores 2-byte values and
+// gives what an f32 cache fed the same rounded keys and values gives (to
+// the CPU attention's 1e-5), and not what the f32 cache gives: the
+// rounding reaches the logits.
+func TestHalfKVCacheMatchesRoundedReference(t *testing.T) {
+	reqs := raggedRequests(256, 4)
+	run := func(be bridge.Backend, kv string) ([]Output, *Engine) {
+		e := openFixture(t, "llama", be, Options{KVDType: kv})
+		o, err := e.Generate(reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o, e
+	}
+	f32, _ := run(cpu.New(cpu.Options{}), "f32")
+	for _, dt := range []bridge.DType{bridge.F16, bridge.BF16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			got, e := run(cpu.New(cpu.Options{}), dt.String())
+			if k := e.cache[0].K; e.KVDType() != dt || k.DType() != dt || dt.Size() != 2 {
+				t.Errorf("cache kept in %v (%v tensors of %d bytes a value)", e.KVDType(), k.DType(), k.DType().Size())
+			}
+			want, _ := run(roundedKV{cpu.New(cpu.Options{}), dt}, "f32")
+			sameOutputs(t, dt.String()+" cache against the rounded f32 one", got, want, 1e-5)
+			var d float64
+			for i := range got {
+				d = max(d, kernels.MaxAbsDiff(got[i].Logits, f32[i].Logits))
+			}
+			if d < 1e-4 {
+				t.Errorf("%v cache: logits within %.3g of the f32 cache's: the rounding did not reach them", dt, d)
+			}
+			t.Logf("%v cache: logits %.3g from the f32 cache's", dt, d)
+		})
 	}
 }
 

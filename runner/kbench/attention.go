@@ -3,7 +3,6 @@ package kbench
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -28,12 +27,9 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	S := p.int(ops.Seqs)
 	H, KVH, D := p.heads()
 	BS := p.int(ops.BlockSize)
-	// The model's dtype: the cache is kept in it where the backend reads
-	// one in it, as the engine keeps it (engine.KVDType).
-	kvdt := p.dtype()
-	if k, ok := b.be.(bridge.KVCacheDTypes); !ok || !slices.Contains(k.KVDTypes(), kvdt) {
-		kvdt = b.act
-	}
+	// The model's dtype: the cache is kept in it where the backend keeps
+	// a model's so by default, as the engine keeps it (bridge.AutoKVDType).
+	kvdt := bridge.AutoKVDType(b.be, p.dtype())
 	T, C := 1, 0
 	if prefill {
 		T, C = p.int(ops.Tokens), p.count(ops.Context)

@@ -2,7 +2,6 @@ package kbench
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
@@ -85,10 +84,7 @@ func TestAttentionWindow(t *testing.T) {
 					// The cache is kept in the case's dtype (bf16) where the
 					// backend reads one so, else in its activations'.
 					o, _ := ops.Lookup(c.c.Op)
-					kv := be.ActDType()
-					if k, ok := be.(bridge.KVCacheDTypes); ok && slices.Contains(k.KVDTypes(), bridge.BF16) {
-						kv = bridge.BF16
-					}
+					kv := bridge.AutoKVDType(be, bridge.BF16)
 					want := o.Cost(o.Resolve(c.c), ops.Types{Act: opsDType(be.ActDType()), Weight: opsDType(kv)})
 					if b.Bytes() != want.Bytes() || b.Flops() != want.FLOPs {
 						t.Errorf("bytes %d flops %d, cost model %d %d", b.Bytes(), b.Flops(), want.Bytes(), want.FLOPs)
