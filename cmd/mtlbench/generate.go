@@ -40,7 +40,7 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "moe-strategy", Value: "grouped", Usage: "MoE dispatch: loop, chunked or grouped"},
 		&cli.IntFlag{Name: "moe-chunk", Value: 64, Usage: "(token, expert) pairs per chunk of the chunked MoE strategy, 1 to 16777216 as a suite's moe_chunk (alone, it asks for chunked)"},
 		&cli.StringFlag{Name: "fusion", Value: "on", Usage: "on: the backend may fuse ops; off: every op is its own kernel (same tokens expected)"},
-		&cli.StringFlag{Name: "kv-dtype", Value: "auto", Usage: "KV cache dtype: auto (the model's where the backend keeps it, else its activation dtype), f32, f16 or bf16 (the suites' kv_dtype)"},
+		&cli.StringFlag{Name: "kv-dtype", Value: "auto", Usage: "KV cache dtype: auto (the model's where the backend keeps it so by default, Metal and CUDA; else its activation dtype, f32 on the cpu), f32, f16 or bf16 (the suites' kv_dtype)"},
 	}
 }
 
@@ -414,7 +414,13 @@ func generateAgainst(c *cli.Context, first *engine.Engine, against bridge.Backen
 	// the kernels are not to blame for.
 	var kv string
 	if a, b := first.KVDType(), e.KVDType(); a != b {
-		why := fmt.Sprintf("%s keeps its KV cache in %s and %s in %s (--kv-dtype f32 keeps both in f32)", backend, a, e.Backend().Info().Backend, b)
+		// The first's dtype where the other keeps it too (the cpu keeps
+		// f16 and bf16 when asked), else f32.
+		both := bridge.F32
+		if _, err := engine.KVDType(e.Backend(), e.Backend().ActDType(), a.String()); err == nil {
+			both = a
+		}
+		why := fmt.Sprintf("%s keeps its KV cache in %s and %s in %s (--kv-dtype %s keeps both in %s)", backend, a, e.Backend().Info().Backend, b, both, both)
 		fmt.Fprintf(c.App.ErrWriter, "note: %s\n", why)
 		kv = "; " + why
 	}

@@ -408,15 +408,19 @@ func TestGenerateAgainst(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "logits differ by") || !strings.Contains(err.Error(), "more than 1e-07 of the largest") {
 		t.Errorf("metal-emu against cpu at 1e-7: %v, want the logits' difference named", err)
 	}
-	// Metal keeps the cache in the model's bf16, the CPU in f32: the
-	// failure says so, and how to compare the kernels alone.
-	kvWhy := "metal-emu keeps its KV cache in bf16 and cpu in f32 (--kv-dtype f32 keeps both in f32)"
+	// Metal keeps the cache in the model's bf16, the CPU in f32 unless
+	// asked: the failure says so, and how to compare the kernels alone.
+	kvWhy := "metal-emu keeps its KV cache in bf16 and cpu in f32 (--kv-dtype bf16 keeps both in bf16)"
 	if err == nil || !strings.Contains(err.Error(), kvWhy) {
 		t.Errorf("metal-emu against cpu at 1e-7: %v, want %q", err, kvWhy)
 	}
 	_, errOut, err = mtl(t, append(metal, "--kv-dtype", "f32", "--tolerance", "1e-4")...)
 	if err != nil || strings.Contains(errOut, "keeps its KV cache") {
 		t.Errorf("metal-emu against cpu, both caches f32: %v\n%s", err, errOut)
+	}
+	_, errOut, err = mtl(t, append(metal, "--kv-dtype", "bf16", "--tolerance", "1e-4")...)
+	if err != nil || strings.Contains(errOut, "keeps its KV cache") {
+		t.Errorf("metal-emu against cpu, both caches bf16: %v\n%s", err, errOut)
 	}
 }
 
