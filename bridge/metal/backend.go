@@ -166,15 +166,9 @@ func compileKernels(dev mtl.Device, opts Options) (mtl.Library, string, error) {
 // mslBefore reports whether MSL version v ("2.4") comes before w ("3.0");
 // a version that is no major.minor pair is left to the device to refuse.
 func mslBefore(v, w string) bool {
-	parse := func(s string) (int, int, bool) {
-		a, b, ok := strings.Cut(s, ".")
-		maj, err1 := strconv.Atoi(a)
-		min, err2 := strconv.Atoi(b)
-		return maj, min, ok && err1 == nil && err2 == nil
-	}
-	vm, vn, ok1 := parse(v)
-	wm, wn, ok2 := parse(w)
-	return ok1 && ok2 && (vm < wm || vm == wm && vn < wn)
+	vn, ok1 := mtl.LanguageVersionNumber(v)
+	wn, ok2 := mtl.LanguageVersionNumber(w)
+	return ok1 && ok2 && vn < wn
 }
 
 // New compiles the kernels on dev (or loads them from the emulator's cache)

@@ -12,6 +12,7 @@ package mtl
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -219,4 +220,17 @@ func GPUCores(dev Device) int {
 		return max(c.GPUCores(), 0)
 	}
 	return 0
+}
+
+// LanguageVersionNumber turns an MSL version ("3.1") into the number
+// __METAL_VERSION__ gives it (310), so versions compare as numbers; ok is
+// false for one that is no major.minor of a single-digit minor.
+func LanguageVersionNumber(v string) (n int, ok bool) {
+	maj, min, _ := strings.Cut(v, ".")
+	a, err1 := strconv.Atoi(maj)
+	b, err2 := strconv.Atoi(min)
+	if err1 != nil || err2 != nil && min != "" || a < 1 || b < 0 || b > 9 {
+		return 0, false
+	}
+	return a*100 + b*10, true
 }

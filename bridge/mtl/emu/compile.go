@@ -529,11 +529,9 @@ func embeddedNames(fs embed.FS) []string {
 
 // metalVersion turns "3.1" into __METAL_VERSION__'s 310.
 func metalVersion(v string) (int, error) {
-	maj, min, _ := strings.Cut(v, ".")
-	a, err1 := strconv.Atoi(maj)
-	b, err2 := strconv.Atoi(min)
-	if err1 != nil || err2 != nil && min != "" || a < 1 || b < 0 || b > 9 {
+	n, ok := mtl.LanguageVersionNumber(v)
+	if !ok {
 		return 0, fmt.Errorf("msl-emu: bad MSL language version %q (want e.g. \"3.1\")", v)
 	}
-	return a*100 + b*10, nil
+	return n, nil
 }
