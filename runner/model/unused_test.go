@@ -340,3 +340,49 @@ func TestConfigAloneNamesSynthetic(t *testing.T) {
 		t.Errorf("synthetic: %v", err)
 	}
 }
+
+// A folder whose config.json sits beside weights of another format (a hub
+// repository of PyTorch pickles, a GGUF repository that ships the config
+// too) is not taken for a configuration alone: the error names the file
+// and, for a GGUF file, the path to give instead; with --synthetic the
+// folder runs as a configuration alone does.
+func TestWeightsOfAnotherFormatNamed(t *testing.T) {
+	cfg, err := os.ReadFile(filepath.Join("..", "testdata", "hf", "qwen3", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		files []string
+		want  string // after "DIR: no .safetensors files (and no model.safetensors.index.json): "
+	}{
+		{[]string{"pytorch_model.bin"}, "its weights are pytorch_model.bin, in PyTorch's pickle format, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
+		{[]string{"pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin", "pytorch_model.bin.index.json", "training_args.bin"}, "its weights are pytorch_model-00001-of-00002.bin, in PyTorch's pickle format, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
+		{[]string{"consolidated.00.pth", "params.json"}, "its weights are consolidated.00.pth, in PyTorch's pickle format, as Mistral's and Meta's own tools save it, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
+		{[]string{"tf_model.h5"}, "its weights are tf_model.h5, in TensorFlow's format, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
+		{[]string{"Qwen3-0.6B-Q8_0.gguf", "pytorch_model.bin"}, "it holds Qwen3-0.6B-Q8_0.gguf: give the file itself, DIR/Qwen3-0.6B-Q8_0.gguf"},
+		// Files no loader takes for weights leave it a configuration alone.
+		{[]string{"training_args.bin", "tokenizer.json"}, "the folder holds the model's configuration alone (seeded weights of its architecture run with bench's --synthetic, a suite's weights: synthetic)"},
+	} {
+		dir := t.TempDir()
+		for _, f := range append([]string{"config.json"}, tc.files...) {
+			data := []byte("x")
+			if f == "config.json" {
+				data = cfg
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := dir + ": no .safetensors files (and no model.safetensors.index.json): " + strings.ReplaceAll(tc.want, "DIR", dir)
+		_, _, err := Open(Spec{Model: dir})
+		if err == nil || err.Error() != want {
+			t.Errorf("%v:\n got %v\nwant %s", tc.files, err, want)
+		}
+		if !errors.Is(err, safetensors.ErrNoWeights) {
+			t.Errorf("%v: %v is not safetensors.ErrNoWeights", tc.files, err)
+		}
+		if _, _, err := Open(Spec{Model: dir, Synthetic: true, Layers: 1}); err != nil {
+			t.Errorf("%v: synthetic: %v", tc.files, err)
+		}
+	}
+}

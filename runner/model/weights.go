@@ -744,6 +744,9 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	}
 	ck, err := openCheckpoint(dir, want, cfg.tensorBound())
 	if errors.Is(err, safetensors.ErrNoWeights) {
+		if other := weightsOfAnotherFormat(dir); other != "" {
+			return nil, nil, fmt.Errorf("%w: %s", err, other)
+		}
 		// A configuration alone (downloaded without its weights, or written
 		// to describe a shape) runs with weights drawn for it.
 		return nil, nil, fmt.Errorf("%w: the folder holds the model's configuration alone (seeded weights of its architecture run with bench's --synthetic, a suite's weights: synthetic)", err)
@@ -813,6 +816,33 @@ func (c *Checkpoint) readDType(cfg *Config) bridge.DType {
 		}
 	}
 	return bridge.F32
+}
+
+// otherFormats are the weight files of the formats a hub repository may
+// hold beside config.json instead of safetensors, as transformers' loader
+// (modeling_utils.py) and Mistral's and Meta's own tools name them.
+var otherFormats = []struct{ pattern, format string }{
+	{"pytorch_model*.bin", "PyTorch's pickle format"},
+	{"consolidated*.pth", "PyTorch's pickle format, as Mistral's and Meta's own tools save it"},
+	{"tf_model*.h5", "TensorFlow's format"},
+	{"flax_model*.msgpack", "Flax's format"},
+}
+
+// weightsOfAnotherFormat says what a folder without safetensors holds
+// instead, where it holds weights mtlbench does not read or a GGUF file to
+// give instead of the folder; "" when it holds none, its configuration
+// alone. Named, the folder is not taken for one downloaded without its
+// weights (docs/architecture.md, "Where input is checked").
+func weightsOfAnotherFormat(dir string) string {
+	if ggufs, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(ggufs) > 0 {
+		return fmt.Sprintf("it holds %s: give the file itself, %s", filepath.Base(ggufs[0]), ggufs[0])
+	}
+	for _, o := range otherFormats {
+		if found, _ := filepath.Glob(filepath.Join(dir, o.pattern)); len(found) > 0 {
+			return fmt.Sprintf("its weights are %s, in %s, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)", filepath.Base(found[0]), o.format)
+		}
+	}
+	return ""
 }
 
 // LoadDir reads a checkpoint folder's config.json.
