@@ -24,7 +24,8 @@ const IndexName = "model.safetensors.index.json"
 
 // Checkpoint is a model folder: one model.safetensors, shards listed in
 // model.safetensors.index.json, or (without an index) every *.safetensors
-// file in the folder. Tensor names are unique across its files.
+// file in the folder but Mistral's own (mistralOwn). Tensor names are
+// unique across its files.
 type Checkpoint struct {
 	dir   string
 	files []*File
@@ -87,7 +88,7 @@ func OpenDirMax(dir string, maxTensors int) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	var paths []string
+	var paths, own []string
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".safetensors") {
 			continue
@@ -95,10 +96,17 @@ func OpenDirMax(dir string, maxTensors int) (*Checkpoint, error) {
 		p := filepath.Join(dir, e.Name())
 		// Stat, not e.Type(): HuggingFace caches hold shards as symlinks.
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			paths = append(paths, p)
+			if mistralOwn(e.Name()) {
+				own = append(own, p)
+			} else {
+				paths = append(paths, p)
+			}
 		} else if err := danglingLink(p); err != nil {
 			return nil, err
 		}
+	}
+	if len(paths) == 0 && len(own) > 0 {
+		return nil, fmt.Errorf("%s: %s is Mistral's own checkpoint format (mistral_inference's tensor names, described by params.json), which transformers does not read: mtlbench reads the Hugging Face shards (model-*.safetensors and %s) that Mistral's repositories hold beside it", dir, filepath.Base(own[0]), IndexName)
 	}
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%s: %w (and no %s)", dir, ErrNoWeights, IndexName)
@@ -108,6 +116,13 @@ func OpenDirMax(dir string, maxTensors int) (*Checkpoint, error) {
 	}
 	return openFiles(dir, paths, nil, maxTensors)
 }
+
+// mistralOwn reports whether a file is of Mistral's own checkpoint format
+// (consolidated.safetensors, or consolidated-00001-of-00002.safetensors),
+// which Mistral's hub repositories hold beside the Hugging Face shards: the
+// same weights under other names, never read by transformers' loader, which
+// reads model.safetensors or the index alone.
+func mistralOwn(name string) bool { return strings.HasPrefix(name, "consolidated") }
 
 // numbered is a shard's name as transformers' save_pretrained writes it,
 // PREFIX-00001-of-00004.safetensors.

@@ -467,6 +467,30 @@ func TestCheckpointLayouts(t *testing.T) {
 			t.Errorf("Names %v Files %v", c.Names(), c.Files())
 		}
 	})
+	// Mistral's repositories hold their own format beside the Hugging Face
+	// shards: the same weights under other names, which transformers never
+	// reads, so neither are they read here.
+	t.Run("loose shards beside mistral's own format", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := Write(filepath.Join(dir, "model-00001-of-00002.safetensors"), ts[:2], nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := Write(filepath.Join(dir, "model-00002-of-00002.safetensors"), ts[2:], nil); err != nil {
+			t.Fatal(err)
+		}
+		own := []WriteTensor{{Name: "tok_embeddings.weight", DType: ts[0].DType, Shape: ts[0].Shape, Data: ts[0].Data}}
+		if err := Write(filepath.Join(dir, "consolidated.safetensors"), own, nil); err != nil {
+			t.Fatal(err)
+		}
+		c, err := OpenDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if len(c.Names()) != len(ts) || len(c.Files()) != 2 || slices.Contains(c.Names(), own[0].Name) {
+			t.Errorf("Names %v Files %v", c.Names(), c.Files())
+		}
+	})
 	t.Run("loose shards", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := Write(filepath.Join(dir, "a.safetensors"), ts[:2], nil); err != nil {
@@ -555,6 +579,16 @@ func TestOpenDirErrors(t *testing.T) {
 			Write(filepath.Join(dir, "model-00002-of-00002.safetensors"), ts[1:2], nil)
 			Write(filepath.Join(dir, "model-00001-of-00003.safetensors"), ts[2:3], nil)
 		}, []string{"model-00002-of-00003.safetensors is missing"}},
+		// Mistral's own format alone is no folder transformers reads: named
+		// as what it is, not read for tensors under names no model has.
+		{"mistral's own format alone", func(t *testing.T, dir string) {
+			Write(filepath.Join(dir, "consolidated.safetensors"), ts, nil)
+			os.WriteFile(filepath.Join(dir, "params.json"), []byte("{}"), 0o644)
+		}, []string{"consolidated.safetensors is Mistral's own checkpoint format", "transformers does not read", "model-*.safetensors"}},
+		{"mistral's own format in parts alone", func(t *testing.T, dir string) {
+			Write(filepath.Join(dir, "consolidated-00001-of-00002.safetensors"), ts[:1], nil)
+			Write(filepath.Join(dir, "consolidated-00002-of-00002.safetensors"), ts[1:], nil)
+		}, []string{"consolidated-00001-of-00002.safetensors is Mistral's own checkpoint format"}},
 		{"broken shard", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "model.safetensors"), rawFile(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, 4), 0o644)
 		}, []string{"model.safetensors", `tensor "w"`, "negative"}},
