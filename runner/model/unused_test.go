@@ -359,6 +359,7 @@ func TestWeightsOfAnotherFormatNamed(t *testing.T) {
 		{[]string{"pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin", "pytorch_model.bin.index.json", "training_args.bin"}, "its weights are pytorch_model-00001-of-00002.bin, in PyTorch's pickle format, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
 		{[]string{"consolidated.00.pth", "params.json"}, "its weights are consolidated.00.pth, in PyTorch's pickle format, as Mistral's and Meta's own tools save it, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
 		{[]string{"tf_model.h5"}, "its weights are tf_model.h5, in TensorFlow's format, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
+		{[]string{"weights.npz"}, "its weights are weights.npz, in NumPy's format, as early mlx-examples conversions saved it, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
 		{[]string{"Qwen3-0.6B-Q8_0.gguf", "pytorch_model.bin"}, "it holds Qwen3-0.6B-Q8_0.gguf: give the file itself, DIR/Qwen3-0.6B-Q8_0.gguf"},
 		// Files no loader takes for weights leave it a configuration alone.
 		{[]string{"training_args.bin", "tokenizer.json"}, "the folder holds the model's configuration alone (seeded weights of its architecture run with bench's --synthetic, a suite's weights: synthetic)"},
@@ -383,6 +384,30 @@ func TestWeightsOfAnotherFormatNamed(t *testing.T) {
 		}
 		if _, _, err := Open(Spec{Model: dir, Synthetic: true, Layers: 1}); err != nil {
 			t.Errorf("%v: synthetic: %v", tc.files, err)
+		}
+	}
+}
+
+// A Mistral repository downloaded in Mistral's own format alone (params.json
+// and consolidated weights, no config.json) is named as what it is, not as
+// a folder missing its config.
+func TestMistralOwnFormatNamed(t *testing.T) {
+	for _, tc := range []struct {
+		files []string
+		want  string // after "model folder DIR has no config.json"
+	}{
+		{[]string{"params.json", "consolidated.safetensors", "tekken.json"}, "; it holds params.json, Mistral's own checkpoint format (mistral_inference's, with consolidated weights), which transformers does not read: mtlbench reads a Hugging Face folder (config.json and model*.safetensors, which Mistral's repositories hold beside it) or a GGUF file"},
+		{[]string{"consolidated.safetensors"}, " (a Hugging Face or mlx-lm checkpoint folder holds one)"},
+	} {
+		dir := t.TempDir()
+		for _, f := range tc.files {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := "model folder " + dir + " has no config.json" + tc.want
+		if _, _, err := Open(Spec{Model: dir}); err == nil || err.Error() != want {
+			t.Errorf("%v:\n got %v\nwant %s", tc.files, err, want)
 		}
 	}
 }

@@ -826,6 +826,7 @@ var otherFormats = []struct{ pattern, format string }{
 	{"consolidated*.pth", "PyTorch's pickle format, as Mistral's and Meta's own tools save it"},
 	{"tf_model*.h5", "TensorFlow's format"},
 	{"flax_model*.msgpack", "Flax's format"},
+	{"weights*.npz", "NumPy's format, as early mlx-examples conversions saved it"},
 }
 
 // weightsOfAnotherFormat says what a folder without safetensors holds
@@ -862,6 +863,11 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 		// argument or a suite's path.
 		if ggufs, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(ggufs) > 0 {
 			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it holds %s: give the file itself, %s", dir, filepath.Base(ggufs[0]), ggufs[0])
+		}
+		// Mistral's repositories may hold their own format alone: its
+		// config is params.json, which transformers does not read.
+		if _, err := os.Stat(filepath.Join(dir, "params.json")); err == nil {
+			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it holds params.json, Mistral's own checkpoint format (mistral_inference's, with consolidated weights), which transformers does not read: mtlbench reads a Hugging Face folder (config.json and model*.safetensors, which Mistral's repositories hold beside it) or a GGUF file", dir)
 		}
 		return nil, "", nil, fmt.Errorf("model folder %s has no config.json (a Hugging Face or mlx-lm checkpoint folder holds one)", dir)
 	}
