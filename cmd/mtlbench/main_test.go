@@ -848,3 +848,35 @@ func TestModelsDtypeAllListsEveryFormat(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint in a Hugging Face cache is a snapshot folder named by its
+// commit, whose files link to the cache's blobs: models names it by its
+// repository, as runs record it, and a folder of its own by its name.
+func TestModelsNamesAHubSnapshot(t *testing.T) {
+	fixture, err := filepath.Abs("../../runner/testdata/hf/qwen3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rev = "c1899de289a04d12100db370d81485cdf75e47ca"
+	for _, tc := range []struct{ dir, want string }{
+		{"hub/models--Qwen--Qwen3-0.6B/snapshots/" + rev, "Qwen3-0.6B"},
+		{"Qwen3-0.6B-local", "Qwen3-0.6B-local"},
+	} {
+		dir := filepath.Join(t.TempDir(), filepath.FromSlash(tc.dir))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"config.json", "model.safetensors"} {
+			if err := os.Symlink(filepath.Join(fixture, f), filepath.Join(dir, f)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, _, err := mtl(t, "models", "--backend", "cpu", "--format", "md", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row := strings.Split(out, "\n")[2]; !strings.HasPrefix(row, "| "+tc.want+" ") || !strings.Contains(out, "- "+tc.want+": tensors by type") {
+			t.Errorf("%s: named otherwise than %s:\n%s", tc.dir, tc.want, out)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -184,7 +185,12 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 		kv := cfg.KVBytesPerToken(bridge.BF16)
 		w, read := cfg.WeightBytes(dt), cfg.ActiveBytesPerToken(dt)
 		need := w + cfg.KVBytesPerToken(bridge.F32)*needTokens(cfg)
+		// A folder as its config names it (a Hugging Face cache's snapshot
+		// as its repository), a file as itself.
 		name := filepath.Base(p)
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			name = cfg.Name
+		}
 		t.Rows = append(t.Rows, []string{name, cfg.Architecture, fmt.Sprint(cfg.Layers), human(cfg.Params()),
 			engine.GiB(read), engine.GiB(w), engine.GiB(kv), engine.GiB(need)})
 		row := map[string]any{"checkpoint": p, "architecture": cfg.Architecture, "layers": cfg.Layers,

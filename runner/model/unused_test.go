@@ -411,3 +411,51 @@ func TestMistralOwnFormatNamed(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint folder is named as its folder, but for a snapshot of a
+// Hugging Face cache, named by its commit, which is named as its
+// repository; "." is the folder it names. Runs record the name as the
+// case's model.
+func TestCheckpointName(t *testing.T) {
+	cfg, err := os.ReadFile(filepath.Join("..", "testdata", "hf", "qwen3", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rev = "c1899de289a04d12100db370d81485cdf75e47ca"
+	for _, tc := range []struct{ dir, want string }{
+		{"Qwen3-0.6B", "Qwen3-0.6B"},
+		{"hub/models--Qwen--Qwen3-0.6B/snapshots/" + rev, "Qwen3-0.6B"},
+		{"hub/models--mlx-community--Qwen3-0.6B-4bit/snapshots/" + rev, "Qwen3-0.6B-4bit"},
+		{"hub/models--gpt2/snapshots/" + rev, "gpt2"},
+		// Not a cache's layout: the folder's own name.
+		{"mine/snapshots/" + rev, rev},
+		{"hub/models--/snapshots/" + rev, rev},
+		{"hub/datasets--a--b/snapshots/" + rev, rev},
+	} {
+		root := t.TempDir()
+		dir := filepath.Join(root, filepath.FromSlash(tc.dir))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := LoadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Name != tc.want {
+			t.Errorf("%s: named %q, want %q", tc.dir, c.Name, tc.want)
+		}
+		if tc.dir == "Qwen3-0.6B" {
+			t.Chdir(dir)
+			c, err := LoadDir(".")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Name != tc.want {
+				t.Errorf(".: named %q, want %q", c.Name, tc.want)
+			}
+		}
+	}
+}

@@ -878,13 +878,36 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 	if err != nil {
 		return nil, "", nil, err
 	}
-	c.Name = filepath.Base(filepath.Clean(dir))
+	c.Name = checkpointName(dir)
 	from, err := generationEOS(dir, c)
 	if err != nil {
 		return nil, "", nil, err
 	}
 	c.Notes = append(c.Notes, negativeEOS(cmp.Or(from, p), c.EOS)...)
 	return c, p, data, nil
+}
+
+// checkpointName is what runs and tables call a checkpoint folder: its
+// name, as of the folder a relative path such as "." names, or in a Hugging
+// Face cache, where the folder is a snapshot named by its commit
+// (models--ORG--NAME/snapshots/REVISION, as huggingface_hub lays a download
+// out), the repository's name, as a download into a folder of its own is
+// named: runs of one checkpoint are then compared under its name, not a
+// hash.
+func checkpointName(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	dir = filepath.Clean(dir)
+	if snapshots := filepath.Dir(dir); filepath.Base(snapshots) == "snapshots" {
+		// huggingface_hub refuses "--" in a repository's or owner's name,
+		// so the last part is the repository's.
+		repo, ok := strings.CutPrefix(filepath.Base(filepath.Dir(snapshots)), "models--")
+		if parts := strings.Split(repo, "--"); ok && parts[len(parts)-1] != "" {
+			return parts[len(parts)-1]
+		}
+	}
+	return filepath.Base(dir)
 }
 
 // generationEOS takes generation_config.json's eos_token_id where the
