@@ -459,3 +459,44 @@ func TestCheckpointName(t *testing.T) {
 		}
 	}
 }
+
+// A Hugging Face cache's folder of a repository, given for its snapshot,
+// is refused naming the snapshot to give: the one refs/main names, else its
+// one snapshot, else where its snapshots are.
+func TestHubRepositoryFolderNamesItsSnapshot(t *testing.T) {
+	const a, b = "c1899de289a04d12100db370d81485cdf75e47ca", "0123456789abcdef0123456789abcdef01234567"
+	for _, tc := range []struct {
+		snapshots []string
+		main      string // refs/main ("" for none)
+		want      string // after "model folder DIR has no config.json"
+	}{
+		{[]string{a, b}, b, "; it is a Hugging Face cache's folder of a repository, whose files are in its snapshots: give DIR/snapshots/" + b},
+		{[]string{a}, "", "; it is a Hugging Face cache's folder of a repository, whose files are in its snapshots: give DIR/snapshots/" + a},
+		{[]string{a, b}, "", "; it is a Hugging Face cache's folder of a repository, whose files are in its snapshots: give one of its snapshots, DIR/snapshots/REVISION"},
+		// refs/main naming a snapshot the cache lacks is not taken.
+		{[]string{a}, b, "; it is a Hugging Face cache's folder of a repository, whose files are in its snapshots: give DIR/snapshots/" + a},
+		{nil, "", " (a Hugging Face or mlx-lm checkpoint folder holds one)"},
+	} {
+		dir := filepath.Join(t.TempDir(), "models--Qwen--Qwen3-0.6B")
+		if err := os.MkdirAll(filepath.Join(dir, "snapshots"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range tc.snapshots {
+			if err := os.MkdirAll(filepath.Join(dir, "snapshots", s), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.main != "" {
+			if err := os.MkdirAll(filepath.Join(dir, "refs"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "refs", "main"), []byte(tc.main), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := "model folder " + dir + " has no config.json" + strings.ReplaceAll(tc.want, "DIR", dir)
+		if _, _, err := Open(Spec{Model: dir}); err == nil || err.Error() != want {
+			t.Errorf("%v, refs/main %q:\n got %v\nwant %s", tc.snapshots, tc.main, err, want)
+		}
+	}
+}

@@ -864,6 +864,9 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 		if ggufs, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(ggufs) > 0 {
 			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it holds %s: give the file itself, %s", dir, filepath.Base(ggufs[0]), ggufs[0])
 		}
+		if snap := hubSnapshot(dir); snap != "" {
+			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it is a Hugging Face cache's folder of a repository, whose files are in its snapshots: give %s", dir, snap)
+		}
 		// Mistral's repositories may hold their own format alone: its
 		// config is params.json, which transformers does not read.
 		if _, err := os.Stat(filepath.Join(dir, "params.json")); err == nil {
@@ -885,6 +888,41 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 	}
 	c.Notes = append(c.Notes, negativeEOS(cmp.Or(from, p), c.EOS)...)
 	return c, p, data, nil
+}
+
+// hubSnapshot is, for a Hugging Face cache's folder of a repository
+// (models--ORG--NAME, holding refs/ and snapshots/), the snapshot to give
+// instead: the one refs/main names, else its one snapshot, else its
+// snapshots' folder; "" for any other folder.
+func hubSnapshot(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil || !strings.HasPrefix(filepath.Base(abs), "models--") {
+		return ""
+	}
+	snaps := filepath.Join(dir, "snapshots")
+	entries, err := os.ReadDir(snaps)
+	if err != nil {
+		return ""
+	}
+	if ref, err := os.ReadFile(filepath.Join(dir, "refs", "main")); err == nil {
+		rev := strings.TrimSpace(string(ref))
+		if st, err := os.Stat(filepath.Join(snaps, rev)); err == nil && st.IsDir() && filepath.IsLocal(rev) {
+			return filepath.Join(snaps, rev)
+		}
+	}
+	var found []string
+	for _, e := range entries {
+		if e.IsDir() {
+			found = append(found, e.Name())
+		}
+	}
+	switch len(found) {
+	case 0:
+		return ""
+	case 1:
+		return filepath.Join(snaps, found[0])
+	}
+	return "one of its snapshots, " + filepath.Join(snaps, "REVISION")
 }
 
 // checkpointName is what runs and tables call a checkpoint folder: its
