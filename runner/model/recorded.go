@@ -11,8 +11,9 @@ import (
 // CheckRecordedName says whether name can be the model a run records, for
 // a name given to be recorded without opening a model (peer import
 // --model), so that its cases line up with mtlbench's own: a preset, or
-// the name Open gives a checkpoint, its folder's base name or its GGUF
-// file's name without .gguf. A path or a file name is never recorded, and
+// the name Open gives a checkpoint, its folder's base name (a Hugging Face
+// cache snapshot's repository's: checkpointName) or its GGUF file's name
+// without .gguf. A path or a file name is never recorded, and
 // a name within a few edits of a preset is taken for a typo of it (one
 // that differs only in case is a checkpoint's: Qwen3-30B-A3B). The error
 // begins with the name quoted, for the caller to prefix with its flag.
