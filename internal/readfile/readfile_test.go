@@ -24,10 +24,17 @@ func TestRead(t *testing.T) {
 		t.Skipf("skipping: no sparse file here: %v", err)
 	}
 	f.Close()
+	// A repository cloned without Git LFS holds a pointer in place of a
+	// large file (a tokenizer.json).
+	pointer := filepath.Join(dir, "pointer.yaml")
+	if err := os.WriteFile(pointer, []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 1503300328\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		path, want string
 	}{
 		{small, ""},
+		{pointer, pointer + ": a Git LFS pointer to a file of 1503300328 bytes, not the file itself"},
 		{big, "big.yaml: 30.0 GiB, more than a suite holds (at most 16.0 MiB)"},
 		{"/dev/zero", "/dev/zero: more than a suite holds (at most 16.0 MiB)"},
 		{dir, "a folder, not a suite"},

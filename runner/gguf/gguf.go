@@ -26,6 +26,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mtlbench/mtlbench/internal/lfspointer"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
@@ -275,6 +276,11 @@ func openPart(path string) (*File, error) {
 	m, err := mapfile.Map(fh, int(st.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// A repository cloned without Git LFS holds a pointer in its place.
+	if err := lfspointer.Check(path, m.Bytes()); err != nil {
+		m.Close()
+		return nil, err
 	}
 	f := &File{Path: path, data: m.Bytes(), m: m, KV: map[string]Value{}, byName: map[string]int{}}
 	if err := f.parse(); err != nil {

@@ -98,6 +98,10 @@ func TestBadFiles(t *testing.T) {
 		{"version 4", func() []byte { return build(4, nil, nil, 32) }, "version 4 is not supported"},
 		{"big-endian", func() []byte { return build(3<<24, nil, nil, 32) }, "big-endian"},
 		{"magic", func() []byte { b := good(); copy(b, "GGML"); return b }, "not a GGUF file"},
+		// A repository cloned without Git LFS: the pointer named as one.
+		{"git lfs pointer", func() []byte {
+			return []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 1503300328\n")
+		}, "a Git LFS pointer to a file of 1503300328 bytes, not the file itself: the repository was cloned without Git LFS"},
 		{"alignment", func() []byte { return build(3, map[string]uint32{"general.alignment": 48}, nil, 32) }, "alignment 48 is not a power of two"},
 		{"alignment zero", func() []byte { return build(3, map[string]uint32{"general.alignment": 0}, nil, 32) }, "not a power of two"},
 		{"alignment type", func() []byte {

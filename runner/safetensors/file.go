@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 
+	"github.com/mtlbench/mtlbench/internal/lfspointer"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
 
@@ -57,6 +58,11 @@ func open(path string, maxTensors int) (*File, error) {
 	m, err := mapfile.Map(fh, int(size))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// A repository cloned without Git LFS holds a pointer in its place.
+	if err := lfspointer.Check(path, m.Bytes()); err != nil {
+		m.Close()
+		return nil, err
 	}
 	tensors, meta, dataStart, err := parseHeader(m.Bytes(), size, maxTensors)
 	if err != nil {

@@ -589,6 +589,11 @@ func TestOpenDirErrors(t *testing.T) {
 			Write(filepath.Join(dir, "consolidated-00001-of-00002.safetensors"), ts[:1], nil)
 			Write(filepath.Join(dir, "consolidated-00002-of-00002.safetensors"), ts[1:], nil)
 		}, []string{"consolidated-00001-of-00002.safetensors is Mistral's own checkpoint format"}},
+		// A repository cloned without Git LFS holds pointers in place of
+		// its shards: named as such, not read as a header.
+		{"git lfs pointer", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 1503300328\n"), 0o644)
+		}, []string{"model.safetensors: a Git LFS pointer to a file of 1503300328 bytes, not the file itself: the repository was cloned without Git LFS"}},
 		{"broken shard", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "model.safetensors"), rawFile(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, 4), 0o644)
 		}, []string{"model.safetensors", `tensor "w"`, "negative"}},
