@@ -12,7 +12,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/mtlbench/mtlbench/internal/lfspointer"
+	"github.com/mtlbench/mtlbench/internal/standin"
 )
 
 // Bounds of the files read whole, by kind.
@@ -72,9 +72,9 @@ func Read(path string, max int64, what string) ([]byte, error) {
 		if int64(b.Len()) > max { // grown since it was measured
 			return nil, tooLarge(path, -1, max, what)
 		}
-		// A repository cloned without Git LFS holds a pointer in place of
-		// a large file (a tokenizer.json): named as that, not as bad JSON.
-		if err := lfspointer.Check(path, b.Bytes()); err != nil {
+		// A download may leave a Git LFS pointer or a web page in place of
+		// a file (a tokenizer.json): named as that, not as bad JSON.
+		if err := standin.Check(path, b.Bytes()); err != nil {
 			return nil, &notAFile{err.Error()}
 		}
 		return b.Bytes(), nil

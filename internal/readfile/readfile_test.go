@@ -30,10 +30,15 @@ func TestRead(t *testing.T) {
 	if err := os.WriteFile(pointer, []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 1503300328\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	page := filepath.Join(dir, "page.yaml")
+	if err := os.WriteFile(page, []byte("<!DOCTYPE html>\n<html class=\"\" lang=\"en\">\n<head><title>Qwen3-0.6B-Q8_0.gguf</title>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		path, want string
 	}{
 		{small, ""},
+		{page, page + ": a web page (HTML), not the file itself"},
 		{pointer, pointer + ": a Git LFS pointer to a file of 1503300328 bytes, not the file itself"},
 		{big, "big.yaml: 30.0 GiB, more than a suite holds (at most 16.0 MiB)"},
 		{"/dev/zero", "/dev/zero: more than a suite holds (at most 16.0 MiB)"},

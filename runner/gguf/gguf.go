@@ -26,7 +26,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/mtlbench/mtlbench/internal/lfspointer"
+	"github.com/mtlbench/mtlbench/internal/standin"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
@@ -277,8 +277,8 @@ func openPart(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	// A repository cloned without Git LFS holds a pointer in its place.
-	if err := lfspointer.Check(path, m.Bytes()); err != nil {
+	// A download may leave a Git LFS pointer or a web page in its place.
+	if err := standin.Check(path, m.Bytes()); err != nil {
 		m.Close()
 		return nil, err
 	}

@@ -102,6 +102,10 @@ func TestBadFiles(t *testing.T) {
 		{"git lfs pointer", func() []byte {
 			return []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 1503300328\n")
 		}, "a Git LFS pointer to a file of 1503300328 bytes, not the file itself: the repository was cloned without Git LFS"},
+		// A download of the file's page on the hub: named as a web page.
+		{"web page", func() []byte {
+			return []byte("<!DOCTYPE html>\n<html class=\"\" lang=\"en\">\n<head><title>Qwen3-0.6B-Q8_0.gguf</title>")
+		}, "a web page (HTML), not the file itself"},
 		{"alignment", func() []byte { return build(3, map[string]uint32{"general.alignment": 48}, nil, 32) }, "alignment 48 is not a power of two"},
 		{"alignment zero", func() []byte { return build(3, map[string]uint32{"general.alignment": 0}, nil, 32) }, "not a power of two"},
 		{"alignment type", func() []byte {

@@ -6,7 +6,7 @@ import (
 	"math"
 	"os"
 
-	"github.com/mtlbench/mtlbench/internal/lfspointer"
+	"github.com/mtlbench/mtlbench/internal/standin"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
 
@@ -59,8 +59,8 @@ func open(path string, maxTensors int) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	// A repository cloned without Git LFS holds a pointer in its place.
-	if err := lfspointer.Check(path, m.Bytes()); err != nil {
+	// A download may leave a Git LFS pointer or a web page in its place.
+	if err := standin.Check(path, m.Bytes()); err != nil {
 		m.Close()
 		return nil, err
 	}

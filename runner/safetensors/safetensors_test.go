@@ -594,6 +594,9 @@ func TestOpenDirErrors(t *testing.T) {
 		{"git lfs pointer", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 1503300328\n"), 0o644)
 		}, []string{"model.safetensors: a Git LFS pointer to a file of 1503300328 bytes, not the file itself: the repository was cloned without Git LFS"}},
+		{"web page", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("<!DOCTYPE html>\n<html class=\"\" lang=\"en\">\n<head><title>Qwen3-0.6B-Q8_0.gguf</title>"), 0o644)
+		}, []string{"model.safetensors: a web page (HTML), not the file itself"}},
 		{"broken shard", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "model.safetensors"), rawFile(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, 4), 0o644)
 		}, []string{"model.safetensors", `tensor "w"`, "negative"}},

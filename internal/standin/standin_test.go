@@ -1,11 +1,11 @@
-package lfspointer
+package standin
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestSize(t *testing.T) {
+func TestLFSSize(t *testing.T) {
 	const v1 = "version https://git-lfs.github.com/spec/v1\n"
 	for _, tc := range []struct {
 		name, data string
@@ -22,11 +22,32 @@ func TestSize(t *testing.T) {
 		{"GGUF", "GGUF\x03\x00\x00\x00", 0, false},
 		{"JSON", `{"version": "https://git-lfs.github.com/spec/v1"}`, 0, false},
 		{"the version line not first", "\n" + v1 + "size 1\n", 0, false},
-		{"past the spec's size", v1 + "size 1\n" + strings.Repeat(" ", MaxSize), 0, false},
+		{"past the spec's size", v1 + "size 1\n" + strings.Repeat(" ", MaxLFSSize), 0, false},
 	} {
-		size, ok := Size([]byte(tc.data))
+		size, ok := LFSSize([]byte(tc.data))
 		if size != tc.size || ok != tc.ok {
 			t.Errorf("%s: %d, %v; want %d, %v", tc.name, size, ok, tc.size, tc.ok)
+		}
+	}
+}
+
+func TestWebPage(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       bool
+	}{
+		{"hub page", "<!DOCTYPE html>\n<html class=\"\" lang=\"en\">", true},
+		{"lower case", "<!doctype html><html>", true},
+		{"html alone", "<html><body>Not Found</body></html>", true},
+		{"after white space and a BOM", "\xef\xbb\xbf\n  <!DOCTYPE HTML>", true},
+		{"JSON", `{"html": "<html>"}`, false},
+		{"GGUF", "GGUF\x03\x00\x00\x00", false},
+		{"XML", `<?xml version="1.0"?><Error>AccessDenied</Error>`, false},
+		{"short", "<ht", false},
+		{"empty", "", false},
+	} {
+		if got := WebPage([]byte(tc.data)); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
@@ -35,6 +56,7 @@ func TestCheck(t *testing.T) {
 	for _, tc := range []struct{ data, want string }{
 		{"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 1503300328\n", "m/model.safetensors: a Git LFS pointer to a file of 1503300328 bytes, not the file itself: the repository was cloned without Git LFS (fetch its files with git lfs pull, or download it with huggingface-cli download)"},
 		{"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\n", "m/model.safetensors: a Git LFS pointer to a file, not the file itself: the repository was cloned without Git LFS (fetch its files with git lfs pull, or download it with huggingface-cli download)"},
+		{"<!DOCTYPE html>\n<html>", "m/model.safetensors: a web page (HTML), not the file itself: the download of a page that shows the file, or of an error page, rather than of the file (on the Hugging Face hub, a /blob/ address rather than /resolve/; huggingface-cli download fetches the files)"},
 		{`{"a": 1}`, ""},
 	} {
 		err := Check("m/model.safetensors", []byte(tc.data))
