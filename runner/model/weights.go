@@ -905,9 +905,11 @@ func hubSnapshot(dir string) string {
 		return ""
 	}
 	if ref, err := os.ReadFile(filepath.Join(dir, "refs", "main")); err == nil {
-		rev := strings.TrimSpace(string(ref))
-		if st, err := os.Stat(filepath.Join(snaps, rev)); err == nil && st.IsDir() && filepath.IsLocal(rev) {
-			return filepath.Join(snaps, rev)
+		// A ref is read from a file: kept from naming a path outside.
+		if rev := strings.TrimSpace(string(ref)); filepath.IsLocal(rev) {
+			if st, err := os.Stat(filepath.Join(snaps, rev)); err == nil && st.IsDir() {
+				return filepath.Join(snaps, rev)
+			}
 		}
 	}
 	var found []string
