@@ -55,6 +55,7 @@ type paramInfo struct {
 	Pos   string `json:"pos,omitempty"`
 	FC    string `json:"fc,omitempty"` // function constant that enables the argument
 	at    token  // the name, for the trampoline's messages
+	space string // its address space's keyword, if any
 }
 
 type kernelInfo struct {
@@ -99,6 +100,9 @@ type rewriter struct {
 	ns        []string // the scope each open brace opened (see atNamespaceScope)
 	nsAt      []int    // the token index of each open brace
 	members   map[string]*memberDef
+	defaulted map[string]bool        // member declarations defaulted or deleted, spaces dropped (defaultedDup)
+	spaceDefs map[string][]*spaceDef // definitions taking references, by their declaration with the spaces dropped (spaceOverloads)
+	spaceKeys []string
 	parens    int
 	pendingNS *string
 
@@ -180,6 +184,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 		r.tgArgs()
 		r.addrArgs()
 		r.constSwizzles()
+		r.spaceOverloads()
 	}
 	if r.err != nil {
 		return "", nil, nil, r.err
@@ -458,13 +463,17 @@ func (r *rewriter) walk() {
 			} else if r.classHead(i) {
 				name = "\x01"
 			} else {
+				dup := false
 				if r.inClass() && r.parens == 0 {
-					r.memberBody(i)
+					dup = r.memberBody(i)
 				}
 				if r.parens == 0 && !r.inFunction() {
 					if body, params := r.functionBody(i); body {
 						r.insertAfter(i, stackCheck)
 						r.plainPtrParams(params)
+						if !dup {
+							r.noteSpaceDef(i, params)
+						}
 					}
 				}
 			}
@@ -1838,6 +1847,9 @@ func (r *rewriter) typeSpec(i int) int {
 func (r *rewriter) addrSpace(i int) int {
 	kw := r.toks[i]
 	if r.memberQualifier(i) {
+		if end := r.defaultedDup(i); end > 0 {
+			return end
+		}
 		r.replace(i, i, "") // memberBody checks it at run time
 		return i
 	}
@@ -2623,6 +2635,7 @@ func (r *rewriter) addKernel(k kernelInfo, expr string, after int) {
 	r.nTramp++
 	var args []string
 	var names [31]string
+	spaces := []byte(strings.Repeat("0", 31)) // each buffer's space, as spaceNum numbers it (ref_space)
 	checks := r.positionChecks(k.Params)
 	for i, p := range k.Params {
 		pt := fmt.Sprintf("::metal::__emu::param_t<__F, %d>", i)
@@ -2634,6 +2647,7 @@ func (r *rewriter) addKernel(k kernelInfo, expr string, after int) {
 			}
 			args = append(args, fmt.Sprintf("::metal::__emu::buf_arg<%s, %d>(__f, %q, %s)", pt, p.Index, p.Name, unbound))
 			names[p.Index] = p.Name
+			spaces[p.Index] = byte('0' + spaceNum[p.space])
 		case "threadgroup":
 			args = append(args, fmt.Sprintf("::metal::__emu::tg_arg<%s, %d>(__f, %q)", pt, p.Index, p.Name))
 		case "position":
@@ -2651,7 +2665,7 @@ func (r *rewriter) addKernel(k kernelInfo, expr string, after int) {
 		" static const void *%s() { return (const void *)&%s; }",
 		fn, expr, checks, expr, strings.Join(args, ", "), bn, strings.Join(ns, ", "), kf, expr)
 	r.insertAfter(after, code)
-	r.entries = append(r.entries, fmt.Sprintf("{%q, &%s, %s, &%s}", k.Name, r.qualify(fn), r.qualify(bn), r.qualify(kf)))
+	r.entries = append(r.entries, fmt.Sprintf("{%q, &%s, %s, &%s, %q}", k.Name, r.qualify(fn), r.qualify(bn), r.qualify(kf), spaces))
 }
 
 // params reads a kernel's parameter list between the parentheses at open
@@ -2708,7 +2722,7 @@ func (r *rewriter) params(open, close int) []paramInfo {
 			start = end + 1
 			continue
 		}
-		p.Name, p.at = name.text, name
+		p.Name, p.at, p.space = name.text, name, as
 		for _, it := range items {
 			switch {
 			case it.name == "buffer" || it.name == "threadgroup":
@@ -3062,6 +3076,45 @@ func (r *rewriter) memberQualifier(i int) bool {
 	return false
 }
 
+// defaultedDup removes the declaration around the address-space qualifier
+// at i when it defaults or deletes a member that an earlier declaration of
+// the class, for another space, already did (MLX's `_MLX_BFloat16()
+// thread = default;` beside the `threadgroup` and `device` ones): without
+// the spaces they would declare one member twice. It returns the ';' it
+// ends at, or -1 where it leaves the declaration as it is.
+func (r *rewriter) defaultedDup(i int) int {
+	j := i
+	for thisSpaces[r.text(j)] != 0 || r.text(j) == "const" || r.text(j) == "volatile" || r.text(j) == "&" || r.text(j) == "&&" || r.text(j) == "noexcept" {
+		j++
+	}
+	if r.text(j) != "=" || r.text(j+1) != "default" && r.text(j+1) != "delete" || r.text(j+2) != ";" {
+		return -1
+	}
+	start := i
+	for start > 0 {
+		if t := r.text(start - 1); t == ";" || t == "{" || t == "}" || t == ":" {
+			break
+		}
+		start--
+	}
+	var key strings.Builder
+	key.WriteString(strconv.Itoa(r.nsAt[len(r.nsAt)-1]))
+	for k := start; k <= j+2; k++ {
+		if thisSpaces[r.text(k)] == 0 {
+			key.WriteString(" " + r.text(k))
+		}
+	}
+	if r.defaulted == nil {
+		r.defaulted = map[string]bool{}
+	}
+	if !r.defaulted[key.String()] {
+		r.defaulted[key.String()] = true
+		return -1
+	}
+	r.replace(start, j+2, "")
+	return j + 2
+}
+
 // memberBody handles the '{' at i when it opens a member function's body.
 // In MSL `this` has the address space the function is qualified with
 // (thread when none), and calling it on an object in another space does not
@@ -3069,7 +3122,9 @@ func (r *rewriter) memberQualifier(i int) bool {
 // where `this` points. Overloads that differ only in their address spaces
 // would be redefinitions in C++: the first keeps the union of their spaces
 // and the others become never-chosen templates, so they must share a body.
-func (r *rewriter) memberBody(i int) {
+// Overloads by the space of a reference parameter are spaceOverloads'. It
+// reports whether the body is such a duplicate's.
+func (r *rewriter) memberBody(i int) bool {
 	qualifiers := func(j int) (int, int) { // the token before the qualifiers that end at j, their spaces
 		mask := 0
 		for ; j >= 0; j-- {
@@ -3090,20 +3145,20 @@ func (r *rewriter) memberBody(i int) {
 		j, mask = qualifiers(colon - 1) // a constructor's: `S(U x) thread : v(x) {`
 	}
 	if r.text(j) != ")" {
-		return // not a function body
+		return false // not a function body
 	}
 	open := r.matchBack(j)
 	if open <= 0 {
-		return
+		return false
 	}
 	class := r.className()
 	name := r.text(open - 1)
 	if r.text(open-2) == "~" {
-		return // destructors
+		return false // destructors
 	}
 	ctor := name == class
 	if ctor && mask == 0 {
-		return // a constructor for thread objects, as C++ has it
+		return false // a constructor for thread objects, as C++ has it
 	}
 	if r.text(open-2) == "operator" {
 		name = "operator " + name
@@ -3118,19 +3173,20 @@ func (r *rewriter) memberBody(i int) {
 	}
 	for k := start; k < open; k++ {
 		if t := r.text(k); t == "static" || t == "friend" {
-			return // no `this`: a static member function (MLX's fragments' helpers), a friend
+			return false // no `this`: a static member function (MLX's fragments' helpers), a friend
 		}
 	}
 	var key strings.Builder
 	key.WriteString(strconv.Itoa(r.nsAt[len(r.nsAt)-1]))
 	for k := start; k < i; k++ {
-		if thisSpaces[r.text(k)] == 0 {
+		// The spaces of `this` and of the return type; a parameter's stay.
+		if thisSpaces[r.text(k)] == 0 || k > open && k < j {
 			key.WriteString(" " + r.text(k))
 		}
 	}
 	end := r.match(i)
 	if end < 0 {
-		return
+		return false
 	}
 	body := r.src[r.toks[i].pos:r.toks[end].end]
 	if mask == 0 {
@@ -3144,17 +3200,17 @@ func (r *rewriter) memberBody(i int) {
 		def := &memberDef{edit: len(r.edits), mask: mask, body: body, name: class + "::" + name, ctor: ctor}
 		r.members[key.String()] = def
 		r.insertAfter(i, def.check())
-		return
+		return false
 	}
 	if body != first.body {
-		r.fail(r.toks[i], "msl-emu: overloads of %s that differ only in address space must have the same body", first.name)
-		return
+		r.fail(r.toks[i], "msl-emu: overloads of %s that differ only in the address space of `this` must have the same body", first.name)
+		return true
 	}
 	close := -1
 	if r.text(start) == "template" && r.text(start+1) == "<" {
 		if close = r.templateClose(start + 1); close < 0 || close >= open {
 			r.fail(r.toks[i], "msl-emu: cannot read the template parameters of %s", first.name)
-			return
+			return true
 		}
 	}
 	first.mask |= mask
@@ -3168,10 +3224,11 @@ func (r *rewriter) memberBody(i int) {
 		// template redeclared.
 		r.edits = append(r.edits, edit{r.toks[close].pos, r.toks[close].pos,
 			fmt.Sprintf(", int __emu_dup = 0, ::std::enable_if_t<__emu_dup == -%d, int> = 0", first.dups)})
-		return
+		return true
 	}
 	dup := "template <" + strings.TrimSuffix(strings.Repeat("int = 0, ", first.dups), ", ") + "> "
 	r.edits = append(r.edits, edit{r.toks[start].pos, r.toks[start].pos, dup})
+	return true
 }
 
 // templateClose is the '>' that closes the template parameter list whose

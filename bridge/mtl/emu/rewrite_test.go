@@ -142,7 +142,7 @@ template [[host_name("tmpl_i32")]] [[kernel]] decltype(tmpl<int, 3>) tmpl<int, 3
 	}
 	for _, want := range []string{
 		`using __F = decltype(&tmpl<float, 1>); static_assert(::metal::__emu::pos_ok<::metal::__emu::param_t<__F, 2>, true>(), "k.metal:12: parameter i: [[thread_position_in_grid]] must be declared ushort, uint or their 2- or 3-vectors"); [[clang::noinline]] tmpl<float, 1>(`,
-		"{\"mixed\", &::ns::__emu_k1, ::ns::__emu_bn1, &::ns::__emu_kf1}",
+		"{\"mixed\", &::ns::__emu_k1, ::ns::__emu_bn1, &::ns::__emu_kf1, \"1110000000000000000000000000000\"}",
 		"::metal::__emu::pos_arg<::metal::__emu::param_t<__F, 5>, ::metal::__emu::POS_LANE>(__f)",
 	} {
 		if !strings.Contains(out, want) {

@@ -515,6 +515,36 @@ void thread_at(const void *p, const char *file, unsigned line) {
   }
 }
 
+int ref_space_at(const void *p) {
+  Worker *w = worker();
+  if (!w || !w->d)
+    return 0;
+  const char *q = (const char *)p;
+  if (on_stack(w, q))
+    return 0;
+  if (q >= w->arena && q < w->arena + w->arena_cap)
+    return 3;
+  for (int i = 0; i < NBUF; i++) {
+    const Binding &b = w->d->buf[i];
+    if (b.ptr && q >= b.ptr && q < b.ptr + b.len)
+      return w->k && w->k->buffer_spaces[i] == '2' ? 2 : 1;
+  }
+  Dl_info info;
+  if (const_span_at(q, false) || dladdr(p, &info))
+    return 2;
+  return 0;
+}
+
+void no_space_overload(const char *fn, const char *file, unsigned line, const int *s, int n, const char *declared) {
+  static const char *const kind[] = {"thread", "device", "constant", "threadgroup"};
+  char got[160] = "";
+  size_t m = 0;
+  for (int i = 0; i < n && m < sizeof got; i++)
+    m += snprintf(got + m, sizeof got - m, "%s%s", i ? ", " : "", kind[s[i] & 3]);
+  fail("%s:%u: no overload of %s takes references to (%s) memory; its overloads take %s (Metal picks the overload "
+       "for the argument's address space)", file, line, fn, got, declared);
+}
+
 void this_space_at(const void *self, int mask, const char *fn) {
   Worker *w = worker();
   if (!w || !w->d)
