@@ -1,6 +1,7 @@
 package emu_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
@@ -48,6 +49,29 @@ template <class T, T v> struct is_integral<integral_constant<T, v>> : true_type 
 		{"x[i] = fast::sinpi(0.5f) + precise::cospi(0.0f) + fast::fmod(5.0f, 3.0f) + precise::fma(x[i], 2.0f, 1.0f) + fast::fdim(3.0f, 1.0f) + precise::copysign(1.0f, -1.0f) + " +
 			"fast::max3(1.0f, 2.0f, 3.0f) + precise::median3(1.0f, 5.0f, 3.0f) + fast::ldexp(1.0f, 2) + fast::distance(float2(0), float2(3, 4)) + " +
 			"fast::atanh(0.0f) + precise::asinh(0.0f) + fast::acosh(1.0f) + precise::tanpi(0.0f)", func(i int) float32 { return float32(2*i + 21) }},
+		// frexp and modf, which failed to build: the shim had neither.
+		{"int e; const float m = frexp(x[i] * 0.75f - 3.0f, e); x[i] = m * 1024 + e", func(i int) float32 {
+			m, e := math.Frexp(float64(float32(i)*0.75 - 3))
+			return float32(m)*1024 + float32(e)
+		}},
+		{"int2 e; const float2 m = frexp(float2(x[i], -0.1f * x[i]), e); x[i] = (m.x + m.y) * 1024 + (e.x * 100 + e.y)", func(i int) float32 {
+			mx, ex := math.Frexp(float64(i))
+			my, ey := math.Frexp(float64(float32(-0.1) * float32(i)))
+			return (float32(mx)+float32(my))*1024 + float32(ex*100+ey)
+		}},
+		{"int e; const half m = frexp(half(x[i]) * 0.5h, e); x[i] = float(m) * 1024 + e", func(i int) float32 {
+			m, e := math.Frexp(float64(i) * 0.5)
+			return float32(m)*1024 + float32(e)
+		}},
+		{"float ip; const float f = modf(x[i] * 0.25f - 4.0f, ip); x[i] = f + 128 * ip", func(i int) float32 {
+			ip, f := math.Modf(float64(float32(i)*0.25 - 4))
+			return float32(f) + 128*float32(ip)
+		}},
+		{"half2 ip; const half2 f = modf(half2(half(x[i]) * 0.5h, -half(x[i]) * 0.25h), ip); x[i] = float(f.x) + float(f.y) * 4 + float(ip.x) * 16 + float(ip.y) * 64", func(i int) float32 {
+			ix, fx := math.Modf(float64(i) * 0.5)
+			iy, fy := math.Modf(-float64(i) * 0.25)
+			return float32(fx) + float32(fy)*4 + float32(ix)*16 + float32(iy)*64
+		}},
 		{"x[i] += is_floating_point_v<half> + is_floating_point<bfloat>::value * 2 + is_arithmetic_v<half> * 4 + is_signed_v<half> * 8 + is_scalar_v<bfloat> * 16 + " +
 			"is_integral_v<short> * 32 + is_unsigned_v<uint> * 64 + !is_floating_point_v<int> * 128 + is_same_v<make_unsigned_t<int>, uint> * 256 + " +
 			"bool_constant<true>::value * 512 + is_convertible_v<int, float> * 1024 + is_integral_v<integral_constant<int, 3>> * 2048", func(i int) float32 { return float32(i + 4095) }},
