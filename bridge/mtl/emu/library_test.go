@@ -1,6 +1,7 @@
 package emu_test
 
 import (
+	"encoding/binary"
 	"math"
 	"testing"
 
@@ -166,4 +167,64 @@ template <typename T4> T4 named(int4 v) { using V = T4; typedef T4 W; using D = 
 	}
 	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]",
 		bodies, 1, func(j, i int) float32 { return cases[j].want(i) })
+}
+
+// TestLibraryBFloatMath builds math and simd functions for bfloat declared
+// as MLX's bf16_math.h declares them (testdata/bf16_math.metal): in
+// metal::, metal::fast and metal::precise, through the compiler's builtins
+// (`__metal_exp(x, __METAL_MAYBE_FAST_MATH__)`). The library's functions
+// collided with the shim's own bfloat overloads ("redefinition of 'abs'"),
+// and the builtins were undeclared; each result is checked against Go,
+// bit for bit but exp's (one bfloat ulp).
+func TestLibraryBFloatMath(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "bf16_math.metal")
+	const n = 32
+	x := make([]float32, n)
+	in := newBuf(t, dev, 2*n)
+	for i := range x {
+		x[i] = rbf(float32(i-12) * 0.61)
+		binary.LittleEndian.PutUint16(in.Contents()[2*i:], toBF16(x[i]))
+	}
+	out := newBuf(t, dev, 2*9*n)
+	if err := run(t, dev, pipe(t, lib, "bf16_math", nil), [3]int{1, 1, 1}, [3]int{n, 1, 1}, arg{buf: in}, arg{buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	floor := func(v float32) float32 { return float32(math.Floor(float64(v))) }
+	var floors float32
+	for _, v := range x {
+		floors += floor(v)
+	}
+	for i, v := range x {
+		y := x[(i+7)%n]
+		med := max(min(v, y), min(max(v, y), 0.5))
+		up := float32(-1)
+		if i > 0 {
+			up = x[i-1]
+		}
+		want := []float32{
+			float32(math.Abs(float64(v))),
+			rbf(float32(math.Sqrt(math.Abs(float64(v))))),
+			rbf(float32(math.Exp(float64(v)))),
+			max(v, y),
+			rbf(float32(float64(v)*float64(y) + float64(floor(v)))),
+			med,
+			2 * v,
+			rbf(floors),
+			0,
+		}
+		if i+3 < n {
+			want[8] = rbf(x[i+3] + up)
+		}
+		for k, w := range want {
+			if k == 8 && i+3 >= n {
+				continue // past the simdgroup's end
+			}
+			gb := binary.LittleEndian.Uint16(out.Contents()[2*(9*i+k):])
+			d := int(gb) - int(toBF16(w))
+			if d != 0 && !(k == 2 && (d == 1 || d == -1)) {
+				t.Errorf("x = %v: out[%d] = %v, want %v", v, k, fromBF16(gb), w)
+			}
+		}
+	}
 }
