@@ -1890,6 +1890,19 @@ func (r *rewriter) addrSpace(i int) int {
 		}
 		r.replace(start, k, r.ptrType(kw.text, cv+r.src[r.toks[i+1].pos:r.toks[k-1].end]))
 		return k
+	case stop.kind == tIdent && r.text(k+1) == "[" && r.parens > 0 && !r.inFunction() && r.arrayParam(k+1):
+		// `constant const int64_t strides[2]`, a parameter (MLX's
+		// elem_to_loc_2): an array parameter is a pointer, which in an
+		// address space is the checked one, as its arguments are.
+		start := i
+		cv := ""
+		for j := i - 1; j >= 0 && (r.toks[j].text == "const" || r.toks[j].text == "volatile"); j-- {
+			cv = r.toks[j].text + " " + cv
+			start = j
+		}
+		r.replace(start, k-1, r.ptrType(kw.text, cv+r.src[r.toks[i+1].pos:r.toks[k-1].end]))
+		r.replace(k+1, r.match(k+1), "")
+		return r.match(k + 1)
 	case stop.kind == tIdent && kw.text == "threadgroup" && r.inFunction() && r.parens == 0:
 		if !r.inKernel(i) {
 			// MSL allocates threadgroup variables in kernel functions only
@@ -1906,6 +1919,17 @@ func (r *rewriter) addrSpace(i int) int {
 	}
 	r.replace(i, i, drop)
 	return i
+}
+
+// arrayParam reports whether the '[' at open closes a parameter's one
+// array dimension: its ']' is followed by ',', ')' or a default argument.
+func (r *rewriter) arrayParam(open int) bool {
+	end := r.match(open)
+	if end < 0 {
+		return false
+	}
+	t := r.text(end + 1)
+	return t == "," || t == ")" || t == "="
 }
 
 // spaceNum numbers the address spaces as the shim's ptr<T, AS> does.

@@ -155,3 +155,48 @@ func TestSpaceOverloads(t *testing.T) {
 			"no overload of only_local takes references to (device) memory; its overloads take (thread), (threadgroup)")
 	})
 }
+
+// TestArrayParameters runs functions whose array parameters are declared
+// in an address space, as MLX's elem_to_loc_2 takes `constant const
+// int64_t strides[2]`: the parameter is a pointer of that space, which
+// took no constant or threadgroup pointer and failed to build ("no known
+// conversion from 'ptr<const int64_t, 2>' to 'const int64_t *'").
+func TestArrayParameters(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := newLibrary(t, dev, `#include <metal_stdlib>
+using namespace metal;
+template <typename IdxT = int64_t>
+METAL_FUNC IdxT loc2(uint2 elem, constant const int64_t strides[2]) {
+  return elem.x * IdxT(strides[1]) + elem.y * IdxT(strides[0]);
+}
+METAL_FUNC float first_of(const threadgroup float buf[8], device const float rows[4]) { return buf[0] + rows[1]; }
+kernel void k(
+    device const float* a [[buffer(0)]],
+    device float* c [[buffer(1)]],
+    constant const int64_t* st [[buffer(2)]],
+    uint2 index [[thread_position_in_grid]],
+    uint lid [[thread_index_in_threadgroup]]) {
+  threadgroup float tg[8];
+  tg[lid] = a[lid];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  c[index.x + 4 * index.y] = a[loc2(index, st)] + first_of(tg, a);
+}
+`)
+	a := make([]float32, 8)
+	for i := range a {
+		a[i] = float32(10 + i)
+	}
+	strides := make([]byte, 16)
+	binary.LittleEndian.PutUint64(strides, 4)
+	binary.LittleEndian.PutUint64(strides[8:], 1)
+	c := newBuf(t, dev, 4*8)
+	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{4, 2, 1},
+		arg{buf: f32Buf(t, dev, a)}, arg{buf: c}, arg{bytes: strides}); err != nil {
+		t.Fatal(err)
+	}
+	for j, v := range f32s(c) {
+		if w := a[j] + a[0] + a[1]; v != w {
+			t.Errorf("c[%d] = %v, want %v", j, v, w)
+		}
+	}
+}
