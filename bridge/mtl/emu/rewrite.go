@@ -101,6 +101,7 @@ type rewriter struct {
 	nsAt      []int    // the token index of each open brace
 	members   map[string]*memberDef
 	defaulted map[string]bool        // member declarations defaulted or deleted, spaces dropped (defaultedDup)
+	castClose int                    // the ')' of the last C-style cast vcast rewrote
 	spaceDefs map[string][]*spaceDef // definitions taking references, by their declaration with the spaces dropped (spaceOverloads)
 	spaceKeys []string
 	parens    int
@@ -1565,26 +1566,95 @@ func (r *rewriter) vcast(i int) int {
 		return -1
 	}
 	prev := r.tok(i - 1)
-	if prev.kind == tIdent && prev.text != "return" || prev.text == ")" || prev.text == "]" || prev.text == ">" {
-		return -1 // a call or a declaration, not a cast
+	if (prev.kind == tIdent && prev.text != "return" || prev.text == ")" || prev.text == "]" || prev.text == ">") && (i-1 != r.castClose || r.castClose == 0) {
+		return -1 // a call or a declaration, not a cast; the ')' of a cast before it (`(float4)(int4)v`) is one
 	}
 	next := r.tok(end + 2)
 	if !(next.kind == tIdent || next.kind == tNumber || strings.Contains("(-+!~*", next.text) && next.text != "") {
 		return -1
 	}
+	// The cast and its operand are put in parentheses, so that the `*`
+	// binds them together after a multiplicative or unary operator too
+	// (`a / (float4)b`, `-(T)x`), where `a / vcast<float4>() * b` would
+	// group as `(a / vcast<float4>()) * b`.
+	open, close := "", ""
+	if oe := r.castOperandEnd(end + 2); oe > 0 {
+		open, close = "(", ")"
+		r.insertAfter(oe, close)
+	}
 	if split {
 		// Parts of the type may take edits of their own (`decltype(...)`).
-		r.replace(i, i, "::metal::__emu::"+cast+"<")
+		r.replace(i, i, open+"::metal::__emu::"+cast+"<")
 		r.replace(end+1, end+1, " >() * ")
 	} else {
-		r.replace(i, end+1, "::metal::__emu::"+cast+"<"+r.vecType(j, end)+" >() * ")
+		r.replace(i, end+1, open+"::metal::__emu::"+cast+"<"+r.vecType(j, end)+" >() * ")
 	}
+	r.castClose = end + 1
 	if next.text == "(" && !r.inFunction() { // cmpValues wraps those in a function body
 		if m := r.match(end + 2); m > 0 && r.comparison(end+3, m, false) {
 			r.insertAfter(end+1, "::metal::__emu::cmp_value")
 		}
 	}
 	return end + 1
+}
+
+// castOperandEnd is the last token of the cast-expression that starts at
+// token k, a C-style cast's operand: prefix operators, then a name (with
+// its scopes and template arguments), a number or a parenthesised
+// expression (or another cast, and its operand), then calls, subscripts,
+// members and `++`/`--`; or -1 where it reads something else.
+func (r *rewriter) castOperandEnd(k int) int {
+	for {
+		switch r.text(k) {
+		case "-", "+", "!", "~", "*", "&", "++", "--":
+			k++
+			continue
+		}
+		break
+	}
+	t := r.tok(k)
+	switch {
+	case t.kind == tNumber:
+	case t.kind == tIdent:
+		for r.text(k+1) == "::" && r.tok(k+2).kind == tIdent {
+			k += 2
+		}
+		if r.text(k+1) == "<" && r.maybeTemplate(k) {
+			if m := r.match(k + 1); m > 0 {
+				k = m
+			}
+		}
+	case t.text == "(":
+		m := r.match(k)
+		if m < 0 {
+			return -1
+		}
+		if n := r.tok(m + 1); n.kind == tIdent || n.kind == tNumber || n.text == "(" {
+			return r.castOperandEnd(m + 1) // a cast's parentheses
+		}
+		k = m
+	default:
+		return -1
+	}
+	for {
+		switch r.text(k + 1) {
+		case "(", "[":
+			m := r.match(k + 1)
+			if m < 0 {
+				return -1
+			}
+			k = m
+		case ".", "->":
+			if r.tok(k+2).kind != tIdent {
+				return -1
+			}
+			k += 2
+		case "++", "--":
+			k++
+		default:
+			return k
+		}
+	}
 }
 
 // floatLiteral gives the floating literal at token i its MSL type: `1.0h`

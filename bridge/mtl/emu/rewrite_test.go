@@ -90,13 +90,13 @@ void f(float4 a, int4 i) {
 		"float4 c = ::metal::__emu::make<float4 >(a.x, 1, 2, 3)",
 		"int4 cm = ::metal::__emu::make<int4 >(::metal::__emu::cmp_value(a < 1.0f))",
 		"::metal::__emu::make<F4 >(i)",
-		"::metal::__emu::vcast<float4 >() * i + ::metal::__emu::vcast<float4 >() * (1.0f)",
+		"(::metal::__emu::vcast<float4 >() * i) + (::metal::__emu::vcast<float4 >() * (1.0f))",
 		"half h = ((half)0.5f)",
 		"float l = 0.1f + 1e-5f + 2.f + .5e3f + 0x1p-3f + 0x1F + 1.5f + 1 + 1e+2L;",
 		"sizeof(float4)",
-		"::metal::__emu::make<float4 >(::metal::__emu::cmp_value(a < b), ::metal::__emu::cmp_value(a.xy == 0.0f) && m, ::metal::__emu::cmp_value(!(::metal::__emu::cmp_value(i > 0))), i >> 1) + ::metal::__emu::vcast<float4 >() * (::metal::__emu::cmp_value(i >= 2)) + ::metal::__emu::make<float4 >(as_type<float4>(i), h<int, 4>(::metal::__emu::cmp_value(a < b)));",
+		"::metal::__emu::make<float4 >(::metal::__emu::cmp_value(a < b), ::metal::__emu::cmp_value(a.xy == 0.0f) && m, ::metal::__emu::cmp_value(!(::metal::__emu::cmp_value(i > 0))), i >> 1) + (::metal::__emu::vcast<float4 >() * (::metal::__emu::cmp_value(i >= 2))) + ::metal::__emu::make<float4 >(as_type<float4>(i), h<int, 4>(::metal::__emu::cmp_value(a < b)));",
 		"float4 sc = ::metal::__emu::make<float4 >(i) + static_cast<float4&>(a) + ::metal::__emu::make<vec<float, 4> >(::metal::__emu::cmp_value(a < 0.0f));",
-		"::metal::__emu::bvec<2> m = ::metal::__emu::make<::metal::__emu::bvec<2> >(true) || ::metal::__emu::vcast<::metal::__emu::bvec<2> >() * i.xy",
+		"::metal::__emu::bvec<2> m = ::metal::__emu::make<::metal::__emu::bvec<2> >(true) || (::metal::__emu::vcast<::metal::__emu::bvec<2> >() * i.xy)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
