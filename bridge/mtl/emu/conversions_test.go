@@ -40,3 +40,34 @@ typedef P PP;
 	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]", bodies, 1,
 		func(j, i int) float32 { return cases[j].want(i) })
 }
+
+// TestHalfBFloatConversions converts between half and bfloat, which Metal
+// does explicitly (MLX's fp8.h makes a bfloat16_t of a float16_t) and
+// clang refuses ("static_cast from '_Float16' to '__bf16' is not
+// allowed"): by a functional cast, a C-style cast and a static_cast, of
+// scalars, vectors and aliases, rounded to nearest even as through float.
+// Each kernel writes its value at x[i] for x[i] = i.
+func TestHalfBFloatConversions(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const head = `#include <metal_stdlib>
+using namespace metal;
+typedef half float16_t;
+typedef bfloat bfloat16_t;
+`
+	viaHalf := func(i int) float32 { return rbf(f16ToF32(f32ToF16(float32(i) + 1000))) }
+	cases := []struct {
+		body string
+		want func(i int) float32
+	}{
+		{"const half h = half(x[i]) * 1.5h; x[i] = float(bfloat(h)) + float(static_cast<bfloat>(h)) + float((bfloat)h) + float(half(bfloat(h)))", func(i int) float32 { return 6 * float32(i) }},
+		{"x[i] = float(bfloat(half(x[i] + 1000.0f)))", viaHalf},
+		{"const half4 h = half4(x[i] + 1000.0f, x[i], -x[i], 0.5f); const bfloat4 b = bfloat4(h); const half4 back = (half4)b; x[i] = float(b.x) + float(back.y) + float(static_cast<bfloat2>(h.zw).x)", viaHalf},
+		{"x[i] = float(static_cast<bfloat16_t>(float16_t(x[i] * 3.0f))) + float((float16_t)(bfloat16_t)x[i])", func(i int) float32 { return 4 * float32(i) }},
+	}
+	bodies := make([]string, len(cases))
+	for j, c := range cases {
+		bodies[j] = c.body
+	}
+	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]", bodies, 1,
+		func(j, i int) float32 { return cases[j].want(i) })
+}

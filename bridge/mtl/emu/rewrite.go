@@ -616,7 +616,7 @@ func (r *rewriter) walk() {
 		default:
 			if r.vecNames[t.text] && r.text(i+1) == "(" {
 				r.vecCtor(i, i)
-			} else if r.text(i+1) == "(" && r.tparam(i) {
+			} else if r.text(i+1) == "(" && (r.tparam(i) || halfTypes[t.text]) {
 				r.typeCall(i, i)
 			} else if end := r.typeName(i); end > 0 && r.text(end+1) == "(" {
 				r.typeCall(i, end) // S::f4(v)
@@ -1063,6 +1063,12 @@ func (r *rewriter) markStore(k int) {
 	r.insertAfter(k-1, ")")
 }
 
+// halfTypes are the scalar types whose conversions to each other clang
+// refuses and Metal makes (`bfloat(h)`, `(half)b`, `static_cast<bfloat>(h)`):
+// their casts go through the shim's tmake, tcast and tstatic, which
+// convert between them through float (metal_stdlib's fconv).
+var halfTypes = map[string]bool{"half": true, "bfloat": true}
+
 // notPrimary are identifiers that cannot end a postfix expression.
 var notPrimary = map[string]bool{"return": true, "auto": true, "const": true, "case": true, "default": true,
 	"else": true, "do": true, "sizeof": true, "operator": true, "template": true, "typename": true}
@@ -1324,7 +1330,7 @@ func (r *rewriter) vecStaticCast(i int) int {
 	switch {
 	case k == i+3 && r.vecNames[r.text(i+2)]:
 	case r.text(i+2) == "vec" && r.text(i+3) == "<" && r.match(i+3) == k-1:
-	case k == i+3 && r.tparam(i+2):
+	case k == i+3 && (r.tparam(i+2) || halfTypes[r.text(i+2)]):
 		make = "tstatic"
 	case r.aliasType(r.unqualified(i+2)) == k-1:
 		// The type's own tokens may take edits (its template arguments).
@@ -1546,7 +1552,7 @@ func (r *rewriter) vcast(i int) int {
 	switch {
 	case r.vecNames[r.text(j)] && r.text(j+1) == ")":
 		end = j
-	case r.tparam(j) && r.text(j+1) == ")":
+	case (r.tparam(j) || halfTypes[r.text(j)]) && r.text(j+1) == ")":
 		end = j
 		cast = "tcast"
 	case r.typeName(j) > 0 && r.text(r.typeName(j)+1) == ")":
