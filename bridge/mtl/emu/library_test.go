@@ -22,6 +22,8 @@ using namespace metal;
 namespace metal {
 template <class T, T v> struct is_integral<integral_constant<T, v>> : true_type {};
 }
+// Metal has no erf: MLX's erf.h defines its own, called unqualified.
+float erf(float a) { return a * 2 + 1; }
 `
 	cluster := func(i, m, to int, data, fill func(l int) float32) float32 {
 		c := i % m
@@ -50,6 +52,7 @@ template <class T, T v> struct is_integral<integral_constant<T, v>> : true_type 
 		{"x[i] = fast::sinpi(0.5f) + precise::cospi(0.0f) + fast::fmod(5.0f, 3.0f) + precise::fma(x[i], 2.0f, 1.0f) + fast::fdim(3.0f, 1.0f) + precise::copysign(1.0f, -1.0f) + " +
 			"fast::max3(1.0f, 2.0f, 3.0f) + precise::median3(1.0f, 5.0f, 3.0f) + fast::ldexp(1.0f, 2) + fast::distance(float2(0), float2(3, 4)) + " +
 			"fast::atanh(0.0f) + precise::asinh(0.0f) + fast::acosh(1.0f) + precise::tanpi(0.0f)", func(i int) float32 { return float32(2*i + 21) }},
+		{"x[i] = erf(x[i])", func(i int) float32 { return float32(2*i + 1) }},
 		// frexp and modf, which failed to build: the shim had neither.
 		{"int e; const float m = frexp(x[i] * 0.75f - 3.0f, e); x[i] = m * 1024 + e", func(i int) float32 {
 			m, e := math.Frexp(float64(float32(i)*0.75 - 3))
@@ -225,6 +228,24 @@ func TestLibraryBFloatMath(t *testing.T) {
 			if d != 0 && !(k == 2 && (d == 1 || d == -1)) {
 				t.Errorf("x = %v: out[%d] = %v, want %v", v, k, fromBF16(gb), w)
 			}
+		}
+	}
+
+	// Beside them, metal::precise's float functions stay the ones a float
+	// argument calls; through a using-directive the library's bfloat
+	// sqrt hid them and rounded the root to a bfloat.
+	fout := newBuf(t, dev, 4*2*n)
+	if err := run(t, dev, pipe(t, lib, "float_math", nil), [3]int{1, 1, 1}, [3]int{n, 1, 1}, arg{buf: fout}); err != nil {
+		t.Fatal(err)
+	}
+	got := f32s(fout)
+	for i := range n {
+		v := float32(i) + 0.5
+		if w := float32(math.Sqrt(float64(v))) + floor(v)*4; got[2*i] != w {
+			t.Errorf("precise::sqrt(%v) + fast::floor(%v) * 4 = %v, want %v", v, v, got[2*i], w)
+		}
+		if w := max(v, 1) + float32(math.Exp(float64(v))); math.Abs(float64(got[2*i+1]-w)) > 1e-6*float64(w) {
+			t.Errorf("precise::fmax(%v, 1) + precise::exp(%v) = %v, want %v", v, v, got[2*i+1], w)
 		}
 	}
 }

@@ -66,3 +66,12 @@ kernel void bf16_math(
   o[7] = simd_sum(floor(x));
   o[8] = simd_shuffle_down(x, ushort(3)) + simd_shuffle_and_fill_up(x, bf16(-1.0f), ushort(1));
 }
+
+// The float functions stay in metal::fast and metal::precise beside the
+// library's bfloat ones: out[i] = precise::sqrt(x) + fast::exp(x) * 4 and
+// precise::fmax(x, 1) for x = i + 0.5.
+kernel void float_math(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  const float x = float(i) + 0.5f;
+  out[2 * i] = precise::sqrt(x) + fast::floor(x) * 4;
+  out[2 * i + 1] = precise::fmax(x, 1.0f) + precise::exp(x);
+}
