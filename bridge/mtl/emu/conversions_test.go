@@ -71,3 +71,39 @@ typedef bfloat bfloat16_t;
 	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]", bodies, 1,
 		func(j, i int) float32 { return cases[j].want(i) })
 }
+
+// TestMLXElementwiseIdioms builds what MLX's general element-wise kernels
+// (binary_g, unary_g, copy_g) and its FromFP8 write, which failed to build:
+// a template's type parameter constructed of a vector's component
+// (`IdxT(grid_dim.x)`: the conversion bound it to a non-const reference),
+// a braced list passed for a vector or struct parameter
+// (`elem_to_loc_2_nd<IdxT>({N * index.x, index.y, index.z}, ...)`: clang
+// list-initialises no vector in an argument) and a dereferenced thread
+// pointer cast (`*(thread fp8_e4m3*)(&x)`, which grouped the `*` with the
+// cast alone). Each kernel writes its value at x[i] for x[i] = i.
+func TestMLXElementwiseIdioms(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const head = `#include <metal_stdlib>
+using namespace metal;
+template <typename T> T idx2(uint2 g) { return T(g.x) * T(g.y) + (T)g.x + static_cast<T>(g.y); }
+template <typename IdxT = int64_t>
+METAL_FUNC vec<IdxT, 2> loc(uint3 e, int s) { return vec<IdxT, 2>(IdxT(e.x * s + e.z), IdxT(e.y)); }
+struct S { int a; float b; };
+float g(S s, float2 v) { return s.a + s.b + v.x * v.y; }
+struct U8 { uchar c; };
+`
+	cases := []struct {
+		body string
+		want func(i int) float32
+	}{
+		{"x[i] = float(idx2<int64_t>(uint2(i, 3)))", func(i int) float32 { return float32(4*i + 3) }},
+		{"const auto l = loc<int64_t>({2 * i, 5u, 1u}, 3); x[i] = float(l.x + l.y) + g({1, 2.5f}, {3, 4})", func(i int) float32 { return float32(6*i) + 21.5 }},
+		{"uchar b = uchar(x[i]); x[i] = float(*(thread uchar*)&b) + float((*(thread U8*)(&b)).c)", func(i int) float32 { return float32(2 * i) }},
+	}
+	bodies := make([]string, len(cases))
+	for j, c := range cases {
+		bodies[j] = c.body
+	}
+	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]", bodies, 1,
+		func(j, i int) float32 { return cases[j].want(i) })
+}

@@ -457,6 +457,9 @@ func (r *rewriter) walk() {
 		t := r.toks[i]
 		switch t.text {
 		case "{":
+			if r.inFunction() {
+				r.bracedArg(i)
+			}
 			name := "\x00"
 			if r.pendingNS != nil {
 				name = *r.pendingNS
@@ -628,6 +631,42 @@ func (r *rewriter) walk() {
 		}
 	}
 }
+
+// bracedArg passes the braced list at i that is a whole argument of a call
+// (`f({a, b, c}, n)`) as the shim's braced(a, b, c), which converts to the
+// parameter's type as the list initialises it: clang list-initialises no
+// vector in an argument, where Metal does (MLX's elem_to_loc_2_nd<IdxT>({N
+// * index.x, index.y, index.z}, ...); docs/msl-subset.md). An empty list, a
+// nested one and a designated initialiser stay as they are.
+func (r *rewriter) bracedArg(i int) {
+	if p := r.text(i - 1); p != "(" && p != "," {
+		return
+	}
+	end := r.match(i)
+	if end <= i+1 || r.text(end+1) != "," && r.text(end+1) != ")" || r.text(i+1) == "." {
+		return
+	}
+	for k := i + 1; k < end; k++ {
+		if t := r.text(k); t == "{" || t == "=" && r.enclosing(k) == i {
+			return
+		}
+	}
+	open := r.enclosing(i)
+	if r.text(open) != "(" {
+		return
+	}
+	switch callee := r.tok(open - 1); {
+	case callee.text == ">":
+	case callee.kind == tIdent && !notCalls[callee.text] && !stmtWords[callee.text]:
+	default:
+		return
+	}
+	r.replace(i, i, "::metal::__emu::braced(")
+	r.replace(end, end, ")")
+}
+
+// stmtWords are the keywords a parenthesised condition or operand follows.
+var stmtWords = map[string]bool{"if": true, "while": true, "for": true, "switch": true, "return": true, "case": true}
 
 // loopTick puts a call of the shim's loop_tick in the condition of the
 // while or for at i (`while (c)` becoming `while (loop_tick(), c)`), so a
@@ -2137,7 +2176,14 @@ func (r *rewriter) threadCast(open, kw, end int) int {
 		return -1
 	}
 	typ := r.src[r.toks[open+1].pos:r.toks[kw].pos] + r.src[r.toks[kw+1].pos:r.toks[end-1].end]
-	r.replace(open, end, "::metal::__emu::thread_cast<"+typ+" >() * ")
+	// Grouped with its operand alone, as vcast's: `*(thread T*)&x`, as
+	// MLX's FromFP8 reads a byte as its struct, dereferences the cast.
+	paren := ""
+	if oe := r.castOperandEnd(end + 1); oe > 0 {
+		paren = "("
+		r.insertAfter(oe, ")")
+	}
+	r.replace(open, end, paren+"::metal::__emu::thread_cast<"+typ+" >() * ")
 	r.parens-- // the walk counted the '(' and goes on after the ')'
 	return end
 }

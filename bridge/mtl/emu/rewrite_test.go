@@ -44,7 +44,7 @@ kernel void k(device float* o [[buffer(0)]]) {
 		"const P& p",
 		" float& r",
 		"float* a = ::metal::__emu::thread_addr(&r), *b = 0, c2 = 1;  float& q = ::metal::__emu::thread_ref(r);  const float& k = r + 1;",
-		"const  uchar* u = ::metal::__emu::thread_addr(::metal::__emu::thread_cast<const uchar* >() * &r + 1);",
+		"const  uchar* u = ::metal::__emu::thread_addr((::metal::__emu::thread_cast<const uchar* >() * &r) + 1);",
 		`{ ::metal::__emu::thread_check((const void *)__builtin_addressof(r), "k.metal", 4);`,
 		`{ ::metal::__emu::thread_check((const void *)x, "k.metal", 11); ::metal::__emu::this_space(this, 1, "Q::apply"); ::metal::__emu::stack_check(__func__); return x[n]; }`,
 		"void declared( float* x);",
