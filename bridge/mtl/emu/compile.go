@@ -434,8 +434,13 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 		if !strings.HasSuffix(n, ".metal") {
 			continue // headers reach the compiler through #include
 		}
+		// The sources' root is a quoted include path, as MLX's build passes
+		// `-I` its source root: a header includes another by its path from
+		// the root (`#include "mlx/backend/metal/kernels/bf16.h"` in
+		// kernels/utils.h), relative to the working directory so that
+		// diagnostics name it so (docs/msl-subset.md).
 		args := append([]string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++",
-			"-isystem", filepath.Join(t.dir, "stub")}, defs...)
+			"-isystem", filepath.Join(t.dir, "stub"), "-iquote", "."}, defs...)
 		pre, err := t.run(tmp, append(args, n)...)
 		if err != nil {
 			return "", nil, err

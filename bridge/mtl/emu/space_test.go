@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 )
 
@@ -197,6 +198,34 @@ kernel void k(
 	for j, v := range f32s(c) {
 		if w := a[j] + a[0] + a[1]; v != w {
 			t.Errorf("c[%d] = %v, want %v", j, v, w)
+		}
+	}
+}
+
+// TestIncludesFromTheRoot builds a library whose headers include each
+// other by their paths from the sources' root, as MLX's do
+// (`#include "mlx/backend/metal/kernels/bf16.h"` in a header of that
+// folder), which its build resolves with `-I` the root: a nested header's
+// include was looked up in its own folder alone and not found.
+func TestIncludesFromTheRoot(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib, err := dev.NewLibrary(map[string]string{
+		"k.metal": `#include "kern/ops/a.h"
+kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] = twice_plus_one(x[i]); }
+`,
+		"kern/ops/a.h": "#pragma once\n#include \"kern/ops/b.h\"\nMETAL_FUNC float twice_plus_one(float v) { return twice(v) + 1; }\n",
+		"kern/ops/b.h": "#pragma once\n#include <metal_stdlib>\nusing namespace metal;\nMETAL_FUNC float twice(float v) { return 2 * v; }\n",
+	}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := iotaBuf(t, dev, 8)
+	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{8, 1, 1}, arg{buf: x}); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range f32s(x) {
+		if w := float32(2*i + 1); v != w {
+			t.Errorf("x[%d] = %v, want %v", i, v, w)
 		}
 	}
 }
