@@ -57,6 +57,9 @@ type parser struct {
 	s      *Suite
 	errs   errs
 	budget int
+	// aliased is whether the suite holds an alias, through which the
+	// budget's entries may be read many times over: its error says which.
+	aliased bool
 	// said holds case errors already given for one group and parameter,
 	// so a matrix does not repeat them for each of its points.
 	said map[string]bool
@@ -136,6 +139,7 @@ func (p *parser) tags(n *yaml.Node, top bool, seen map[*yaml.Node]bool) {
 	}
 	seen[n] = true
 	if n.Kind == yaml.AliasNode {
+		p.aliased = true
 		p.tags(n.Alias, false, seen)
 		return
 	}
@@ -337,7 +341,14 @@ func (p *parser) spendN(n *yaml.Node, k int) bool {
 	}
 	p.budget -= k
 	if p.budget <= 0 {
-		p.errorf(n, "", "suite is too complex (too many aliases or merge keys)")
+		// A file without aliases is as large as it reads: saying aliases
+		// there would send its writer looking for what is not in it.
+		if p.aliased {
+			p.errorf(n, "", "suite is too complex (too many aliases or merge keys)")
+		} else {
+			p.errorf(n, fmt.Sprintf("a suite holds at most %d cases: shorten its lists", MaxCases),
+				"suite is too large: more than %d map entries and list items", maxWork)
+		}
 		return false
 	}
 	return true

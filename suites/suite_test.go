@@ -1071,6 +1071,23 @@ func TestAliasBlowup(t *testing.T) {
 	}
 }
 
+// A file too large to read without aliases is said to be large, not
+// complex: it holds no alias or merge key to look for (TestAliasBlowup
+// has one that does).
+func TestLargeSuiteWithoutAliases(t *testing.T) {
+	for _, tc := range []struct{ name, src, want string }{
+		{"a matrix list written out", "name: s\nmodel: {preset: p}\ncases:\n  - name: c\n    matrix: {prompt_len: [" + seq(1<<20+1) + "]}\n",
+			`t.yaml:5:26: suite is too large: more than 1048576 map entries and list items (a suite holds at most 10000 cases: shorten its lists)`},
+		{"cases written out", "name: s\nmodel: {preset: p}\ncases: [" + strings.Repeat("{}, ", 1<<20) + "{}]\n",
+			`t.yaml:3:8: suite is too large: more than 1048576 map entries and list items (a suite holds at most 10000 cases: shorten its lists)`},
+	} {
+		err := parseWithin(t, tc.src, 60*time.Second, tc.name)
+		if err == nil || !slices.Contains(strings.Split(err.Error(), "\n"), tc.want) {
+			t.Errorf("%s: err = %.600v, want a line %s", tc.name, err, tc.want)
+		}
+	}
+}
+
 // A small file whose range items, written out or through an alias, would
 // make millions of values is refused before it makes them.
 func TestRangeItemsBounded(t *testing.T) {
