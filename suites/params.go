@@ -302,6 +302,16 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 	if v.Raw == "" {
 		return fmt.Sprintf("%s must not be empty", name), ""
 	}
+	// A value is a part of its case's key and is printed on one line of a
+	// table, a csv row and a benchfmt line: the store's export and import
+	// refuse a control character in it (results.CheckLine, docs/data.md).
+	if !utf8.ValidString(v.Raw) {
+		return fmt.Sprintf("%s %q is not UTF-8 text", name, v.Raw), ""
+	}
+	if i := strings.IndexFunc(v.Raw, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(v.Raw[i:])
+		return fmt.Sprintf("%s %q holds the control character %U", name, v.Raw, r), "a value is one line of text"
+	}
 	if spec.enum != nil {
 		for _, ok := range spec.enum {
 			if v.Raw == ok {

@@ -693,6 +693,11 @@ func TestErrors(t *testing.T) {
 		{"moe strategy", head + "  - name: c\n    params: {moe_strategy: groupd}\n", []string{`t.yaml:5:28: unknown moe_strategy "groupd" (did you mean "grouped"?)`}},
 		{"kernel dtype", head + "  - name: c\n    op: matmul\n    params: {dtype: fp16}\n", []string{`t.yaml:6:21: unknown dtype "fp16" (did you mean "f16"?)`}},
 		{"string param bool", head + "  - name: c\n    params: {variant: true}\n", []string{`t.yaml:5:23: variant must be a string, got true`}},
+		// A value is one line of every table and of the case's stored key,
+		// which import refuses with a control character in it.
+		{"variant line break", head + "  - name: c\n    params: {variant: \"a\\nb\"}\n", []string{`t.yaml:5:23: variant "a\nb" holds the control character U+000A (a value is one line of text)`}},
+		{"variant tab in a matrix", head + "  - name: c\n    matrix: {variant: [a, \"b\\tc\"]}\n", []string{`t.yaml:5:27: variant "b\tc" holds the control character U+0009 (a value is one line of text)`}},
+		{"variant escape", head + "  - name: c\n    params: {variant: \"\\e[31mred\"}\n", []string{`t.yaml:5:23: variant "\x1b[31mred" holds the control character U+001B (a value is one line of text)`}},
 		{"arrival", head + "  - name: c\n    params: {arrival: \"stagger:0\"}\n", []string{`t.yaml:5:23: bad arrival "stagger:0": stagger step must be an integer >= 1 (want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`}},
 		{"arrival word", head + "  - name: c\n    params: {arrival: burst}\n", []string{`t.yaml:5:23: bad arrival "burst" (want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`}},
 		{"arrival rate zero", head + "  - name: c\n    params: {arrival: \"poisson:0\"}\n", []string{`t.yaml:5:23: bad arrival "poisson:0": rate 0 requests a second is outside 0.001 to 1e+06 (want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`}},
@@ -1122,6 +1127,8 @@ func TestCheckValue(t *testing.T) {
 		{"batch", "0", "batch must be >= 1, got 0"},
 		{"batch", "[1, 2]", "batch must be a single value, got a list (put lists under matrix:)"},
 		{"bacth", "4", `unknown parameter "bacth"`},
+		{"variant", "\"a\\nb\"", `variant "a\nb" holds the control character U+000A (a value is one line of text)`},
+		{"variant", "caf\xe9", `variant "caf\xe9" is not UTF-8 text`},
 	} {
 		err := CheckValue(c.name, c.value)
 		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && got != c.want {
