@@ -245,16 +245,16 @@ func scanCase(s scanner) (Case, error) {
 	err := s.Scan(&c.ID, &c.RunID, &c.Key, &c.Name, &c.Kind, &c.Seq, &pj, &c.Status, &c.Error,
 		&c.LayersRun, &c.LayersTotal, &started, &ended, &c.RepsDone)
 	if err != nil {
-		return c, err
+		return c, unreadable(err)
 	}
 	if err := json.Unmarshal([]byte(pj), &c.Params); err != nil {
-		return c, fmt.Errorf("results: case %d params_json: %w", c.ID, err)
+		return c, unreadable(fmt.Errorf("results: case %d params_json: %w", c.ID, err))
 	}
 	if c.StartedAt, err = parseTime(started); err != nil {
-		return c, err
+		return c, unreadable(err)
 	}
 	if c.EndedAt, err = parseTime(ended); err != nil {
-		return c, err
+		return c, unreadable(err)
 	}
 	return c, nil
 }
@@ -270,7 +270,7 @@ func (db *DB) Cases(runID int64) ([]Case, error) {
 	for rows.Next() {
 		c, err := scanCase(rows)
 		if err != nil {
-			return nil, fmt.Errorf("results: cases of run %d: %w", runID, err)
+			return nil, db.readErr(fmt.Errorf("results: cases of run %d: %w", runID, err))
 		}
 		out = append(out, c)
 	}
@@ -287,7 +287,7 @@ func (db *DB) GetCase(caseID int64) (*Case, error) {
 		return nil, fmt.Errorf("results: case %d: %w", caseID, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("results: case %d: %w", caseID, err)
+		return nil, db.readErr(fmt.Errorf("results: case %d: %w", caseID, err))
 	}
 	return &c, nil
 }
@@ -641,7 +641,7 @@ func (db *DB) Samples(caseID int64) ([]Sample, error) {
 	for rows.Next() {
 		var s Sample
 		if err := rows.Scan(&s.Rep, &s.Metric, &s.Value, &s.Unit); err != nil {
-			return nil, fmt.Errorf("results: samples of case %d: %w", caseID, err)
+			return nil, db.readErr(fmt.Errorf("results: samples of case %d: %w", caseID, unreadable(err)))
 		}
 		out = append(out, s)
 	}
@@ -665,7 +665,7 @@ func (db *DB) RunSamples(runID int64) (map[int64][]Sample, error) {
 			s  Sample
 		)
 		if err := rows.Scan(&id, &s.Rep, &s.Metric, &s.Value, &s.Unit); err != nil {
-			return nil, fmt.Errorf("results: samples of run %d: %w", runID, err)
+			return nil, db.readErr(fmt.Errorf("results: samples of run %d: %w", runID, unreadable(err)))
 		}
 		out[id] = append(out[id], s)
 	}

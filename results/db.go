@@ -445,7 +445,36 @@ func (db *DB) StoreError(err error) string {
 // store failed, not the work whose results it was keeping.
 func FromStore(err error) bool {
 	_, ok := sqliteCode(err)
-	return ok || errors.Is(err, ErrStoreMoved)
+	var u *unreadableError
+	return ok || errors.Is(err, ErrStoreMoved) || errors.As(err, &u)
+}
+
+// unreadableError is a stored value mtlbench did not write as it stands (a
+// time that is no time, parameters that are no JSON object, a sample that
+// is no number): the file was edited by hand or by another program. It is
+// the store's failure, as SQLite's own errors are, not the command's.
+type unreadableError struct{ err error }
+
+func (e *unreadableError) Error() string { return e.err.Error() }
+func (e *unreadableError) Unwrap() error { return e.err }
+
+// unreadable marks err, from reading a row back, as the row's fault
+// unless SQLite's own error says the file failed.
+func unreadable(err error) error {
+	if _, ok := sqliteCode(err); ok || err == nil || errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	return &unreadableError{err}
+}
+
+// readErr names the database and what to do where err is a row it cannot
+// read back (docs/data.md: a store's failure names the database).
+func (db *DB) readErr(err error) error {
+	var u *unreadableError
+	if !errors.As(err, &u) {
+		return err
+	}
+	return fmt.Errorf("%w: the results database %s holds a value mtlbench did not write (edited by hand, or by another program): restore it from a copy, or record into another with --db or MTLBENCH_DB", err, db.path)
 }
 
 // ErrStoreMoved: the database file was removed or replaced while it was

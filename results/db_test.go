@@ -391,3 +391,49 @@ func TestBatchIntoAMovedStore(t *testing.T) {
 func journalMode(db *DB) (mode string, err error) {
 	return mode, db.sql.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
 }
+
+// A row edited by hand (or by another program) into a value mtlbench cannot
+// read back is the store's fault: the error names the database and what to
+// do, and FromStore tells it, so a command writing a file says the file is
+// unchanged rather than blame it (export -o).
+func TestUnreadableRowNamesTheStore(t *testing.T) {
+	for _, c := range []struct {
+		name, edit string
+		read       func(db *DB, run int64, cs []Case) error
+	}{
+		{"case parameters not JSON", `UPDATE cases SET params_json = '{bad'`,
+			func(db *DB, run int64, _ []Case) error { _, err := db.Cases(run); return err }},
+		{"case time not a time", `UPDATE cases SET started_at = 'noon'`,
+			func(db *DB, _ int64, cs []Case) error { _, err := db.GetCase(cs[0].ID); return err }},
+		{"run time not a time", `UPDATE runs SET started_at = 'noon'`,
+			func(db *DB, _ int64, _ []Case) error { _, err := db.Runs(RunFilter{}); return err }},
+		{"run overrides not JSON", `UPDATE runs SET overrides_json = '['`,
+			func(db *DB, run int64, _ []Case) error { _, err := db.GetRun(run); return err }},
+		{"sample not a number", `UPDATE samples SET value = 'fast'`,
+			func(db *DB, _ int64, cs []Case) error { _, err := db.Samples(cs[0].ID); return err }},
+		{"run's samples not numbers", `UPDATE samples SET value = 'fast'`,
+			func(db *DB, run int64, _ []Case) error { _, err := db.RunSamples(run); return err }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := openTemp(t)
+			run := mustRun(t, db, Run{SuiteName: "s", Machine: testMachine()})
+			cs := mustCases(t, db, run, 1)
+			if err := db.FinishCase(cs[0].ID, []Sample{{Rep: 0, Metric: "us_per_call", Value: 3, Unit: "us"}}, nil, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.SQL().Exec(c.edit); err != nil {
+				t.Fatal(err)
+			}
+			err := c.read(db, run, cs)
+			if err == nil {
+				t.Fatal("read an edited row without an error")
+			}
+			if !FromStore(err) {
+				t.Errorf("FromStore(%v) = false", err)
+			}
+			if want := "the results database " + db.Path() + " holds a value mtlbench did not write"; !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %v, want it to say %q", err, want)
+			}
+		})
+	}
+}

@@ -413,7 +413,7 @@ func scanRun(s scanner) (Run, error) {
 		&m.GPUMemoryBytes, &m.Driver, &m.ThermalState, &m.PowerState, &extra,
 		&ov, &r.TreeCommit, &r.ReadBandwidthGBs, &r.MatmulPeakGFLOPs, &r.OwnerHost, &r.OwnerPID, &r.Threads, &r.BackendNotes)
 	if err != nil {
-		return r, err
+		return r, unreadable(err)
 	}
 	if r.Status == RunRunning && ownerGone(r.OwnerHost, r.OwnerPID) {
 		// Its process died (SIGKILL, a crash): what is stored is all
@@ -421,19 +421,19 @@ func scanRun(s scanner) (Run, error) {
 		r.Status, r.Orphaned = RunInterrupted, true
 	}
 	if r.StartedAt, err = parseTime(started); err != nil {
-		return r, err
+		return r, unreadable(err)
 	}
 	if r.EndedAt, err = parseTime(ended); err != nil {
-		return r, err
+		return r, unreadable(err)
 	}
 	if err := json.Unmarshal([]byte(extra), &m.Extra); err != nil {
-		return r, fmt.Errorf("results: run %d: machine extra_json: %w", r.ID, err)
+		return r, unreadable(fmt.Errorf("results: run %d: machine extra_json: %w", r.ID, err))
 	}
 	if len(m.Extra) == 0 {
 		m.Extra = nil
 	}
 	if err := json.Unmarshal([]byte(ov), &r.Overrides); err != nil {
-		return r, fmt.Errorf("results: run %d: overrides_json: %w", r.ID, err)
+		return r, unreadable(fmt.Errorf("results: run %d: overrides_json: %w", r.ID, err))
 	}
 	if len(r.Overrides) == 0 {
 		r.Overrides = nil
@@ -449,7 +449,7 @@ func (db *DB) GetRun(id int64) (*Run, error) {
 		return nil, fmt.Errorf("results: run %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("results: run %d: %w", id, err)
+		return nil, db.readErr(fmt.Errorf("results: run %d: %w", id, err))
 	}
 	return &r, nil
 }
@@ -509,7 +509,7 @@ func (db *DB) Runs(f RunFilter) ([]Run, error) {
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
-			return nil, fmt.Errorf("results: list runs: %w", err)
+			return nil, db.readErr(fmt.Errorf("results: list runs: %w", err))
 		}
 		out = append(out, r)
 	}

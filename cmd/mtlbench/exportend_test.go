@@ -247,3 +247,35 @@ func TestExportSaysWhatImportRefuses(t *testing.T) {
 		})
 	}
 }
+
+// A store holding a row edited into what mtlbench cannot read fails the
+// export as the store's fault, naming the database, and leaves the output
+// as it was: the error is not put on --out, which did nothing wrong.
+func TestExportOfAnEditedStoreBlamesTheStore(t *testing.T) {
+	for _, tc := range []struct{ name, edit string }{
+		{"case parameters not JSON", `UPDATE cases SET params_json = '{bad'`},
+		{"a sample not a number", `UPDATE samples SET value = 'fast'`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := seedCompareDB(t)
+			s := openForTest(t, db)
+			if _, err := s.SQL().Exec(tc.edit); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			out := filepath.Join(t.TempDir(), "x.jsonl")
+			_, _, err := mtl(t, "export", "--db", db, "-o", out)
+			if err == nil {
+				t.Fatal("export of an edited store succeeded")
+			}
+			msg := err.Error()
+			if strings.HasPrefix(msg, "--out") || !strings.Contains(msg, "the results database "+db+" holds a value mtlbench did not write") ||
+				!strings.HasSuffix(msg, "(--out "+out+" is unchanged)") {
+				t.Errorf("export: %v", err)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("the export was written: %v", err)
+			}
+		})
+	}
+}
