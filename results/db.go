@@ -128,6 +128,17 @@ func OpenWith(path string, o Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("results: %s is %s: want a results database file", path, what)
 	}
+	// A file this process may not write is opened by SQLite all the same,
+	// for reading, which it says only at the first write (a run's, once its
+	// model is built and its cases prepared): open it read-only here, as
+	// one in a read-only folder is, so OpenToWrite refuses it before the
+	// work. A file that read-only open does not take goes the usual way,
+	// which says what it is.
+	if st, err := os.Stat(path); err == nil && st.Size() > 0 && fileWritable(path) != nil {
+		if ro, err := openReadOnly(path, o); err == nil {
+			return ro, nil
+		}
+	}
 	db, err := openWith(path, migrations, o)
 	if err != nil && isFileFault(err) {
 		return nil, fileFaultErr(path, err)

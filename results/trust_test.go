@@ -90,6 +90,48 @@ func TestOpenFallsBackToReadOnly(t *testing.T) {
 	}
 }
 
+// A store this process may not write is opened read-only, so a command
+// that records refuses it before its work (OpenToWrite), whether the file
+// or its folder is read-only: SQLite opened a read-only file in a writable
+// folder for reading without a word, and a run met it only at its first
+// write, once its model was built. Root may write anything, so this runs
+// as a user only.
+func TestReadOnlyStoreRefusedBeforeWork(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("root writes read-only files and folders")
+	}
+	for _, tc := range []struct {
+		name            string
+		file, directory os.FileMode
+	}{
+		{"a read-only file in a writable folder", 0o444, 0o755},
+		{"a read-only file in a read-only folder", 0o444, 0o555},
+		{"a writable file in a read-only folder", 0o644, 0o555},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "r.db")
+			db, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			os.Chmod(path, tc.file)
+			os.Chmod(dir, tc.directory)
+			t.Cleanup(func() { os.Chmod(dir, 0o755) })
+			if db, err := Open(path); err != nil || !db.ReadOnly() {
+				t.Errorf("Open: %v, read-only %v", err, err == nil && db.ReadOnly())
+			} else {
+				db.Close()
+			}
+			_, err = OpenToWrite(path)
+			if !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), path) {
+				t.Errorf("OpenToWrite: %v, want ErrReadOnly naming %s", err, path)
+			}
+		})
+	}
+}
+
 func TestAddRep(t *testing.T) {
 	db := openTemp(t)
 	id, _ := db.CreateRun(&Run{SuiteName: "s"})
