@@ -138,6 +138,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string, warn fun
 	}
 	var out []Bucket
 	index := map[string]int{}
+	var at suites.Pos // the case whose buckets add makes
 	add := func(kernel, dtype string, shape tune.Shape, label string) error {
 		i := slices.IndexFunc(want, func(k *tune.Kernel) bool { return string(k.Op) == kernel })
 		if i < 0 {
@@ -161,6 +162,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string, warn fun
 			return nil
 		}
 		index[key] = len(out)
+		b.At = at.String()
 		out = append(out, b)
 		return nil
 	}
@@ -171,6 +173,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string, warn fun
 		if otherThreads(c, be) > 0 { // its lookups are at its own count (OtherThreads)
 			continue
 		}
+		at = c.Pos
 		if c.Kind == suites.KindKernel {
 			if !slices.ContainsFunc(want, func(k *tune.Kernel) bool { return k.Op == c.Op }) {
 				continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -178,5 +179,30 @@ func TestPlanCountsSetup(t *testing.T) {
 		if cands, rounds := r.planIn(14, r.budget); cands != tc.cands || rounds != tc.rounds {
 			t.Errorf("setup %v: %d candidates in %d rounds, want %d in %d", tc.setup, cands, rounds, tc.cands, tc.rounds)
 		}
+	}
+}
+
+// A bucket of a suite's case that cannot fit is named by the case's place
+// in the file as well as its name, as run names the case, so the error says
+// which line of which suite to change.
+func TestTuneSuiteBucketTooLargeNamesTheLine(t *testing.T) {
+	for _, tc := range []struct{ name, suite, want string }{
+		{"one case", "name: one\nbackend: cpu\ncases:\n  - name: mm\n    op: matmul\n    params: {m: 1, n: 4096, k: 4096}\n",
+			"s.yaml:4:5: mm: matmul m=1 n=4096 k=4096 dtype=bf16 needs"},
+		{"the second of two", "name: two\nbackend: cpu\ncases:\n  - {name: small, op: matmul, params: {m: 1, n: 16, k: 16}}\n  - {name: big, op: matmul, params: {m: 1, n: 4096, k: 4096}}\n",
+			"s.yaml:5:5: big: matmul m=1 n=4096 k=4096 dtype=bf16 needs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := newLimited(16 << 20)
+			s := loadSuite(t, tc.suite)
+			bs, err := SuiteBuckets(s, be, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Run(context.Background(), bs, quick(be, openDB(t)))
+			if err == nil || !strings.Contains(err.Error(), string(filepath.Separator)+tc.want) {
+				t.Errorf("error %v, want one saying %q", err, tc.want)
+			}
+		})
 	}
 }

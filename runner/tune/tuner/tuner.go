@@ -177,6 +177,10 @@ type Bucket struct {
 	Shape  tune.Shape // normalised
 	// Label says where the bucket came from, e.g. "qwen3-moe-mini batch=4".
 	Label string
+	// At is where in its suite the first case it came from is written
+	// ("my.yaml:12:5"); "" for a --shape. An error of the bucket leads
+	// with it, as run's of the case does.
+	At string
 }
 
 // Describe is "moe bf16 experts=32,...,tokens=4".
@@ -376,6 +380,9 @@ func fits(be bridge.Backend, buckets []Bucket) error {
 	from := func(b Bucket, err error) error {
 		if b.Label == "" {
 			return err
+		}
+		if b.At != "" {
+			return fmt.Errorf("%s: %s: %w", b.At, b.Label, err)
 		}
 		return fmt.Errorf("%s: %w", b.Label, err)
 	}
