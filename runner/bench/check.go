@@ -9,6 +9,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/suites"
@@ -150,6 +151,14 @@ func openModel(s *suites.Suite) (*model.Config, model.Source, error) {
 	cfg, src, err := model.Open(spec)
 	if err != nil {
 		return nil, nil, modelError(s, err)
+	}
+	// Every model case records the model's name (a folder's or file's
+	// name, a GGUF file's metadata) as its model parameter, one line of
+	// each table and export line, which import refuses with a line break
+	// in it (results.CheckLine): refused here, before a run stores it.
+	if err := results.CheckLine("model name", cfg.Name); err != nil {
+		src.Close()
+		return nil, nil, s.ErrorAt(s.Model.Pos, "%v: every case records it as its model parameter, one line of text (rename the folder or file)", err)
 	}
 	return cfg, src, nil
 }

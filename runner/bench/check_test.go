@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -856,6 +858,31 @@ func TestCheckKVBlocksSweepAsAlone(t *testing.T) {
 			}
 			if refused == 0 || refused == len(sweep) {
 				t.Errorf("%d of the sweep's %d cases refused: the sweep tells nothing apart", refused, len(sweep))
+			}
+		})
+	}
+}
+
+// A model whose name is not one line of text (a checkpoint folder named
+// with a line break) is refused where the suite names it, before a run
+// stores it as every case's model parameter, which import would refuse.
+func TestModelNameOfOneLine(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"a\nb", `model name "a\nb" holds the control character U+000A at byte 1`},
+		{"tab\there", `model name "tab\there" holds the control character U+0009 at byte 3`},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), tc.name)
+			if err := os.CopyFS(dir, os.DirFS("../testdata/hf/llama")); err != nil {
+				t.Fatal(err)
+			}
+			s := loadSuite(t, "name: l\nmodel: {path: "+strconv.Quote(dir)+"}\nbackend: cpu\nrepetitions: 1\nwarmup: 0\nparams: {prompt_len: 4, gen_len: 2}\ncases:\n  - name: c\n")
+			want := ":2:15: " + tc.want
+			if err := Check(s, nil); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Check: %v, want %q", err, want)
+			}
+			if err := CheckModel(s); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("CheckModel: %v, want %q", err, want)
 			}
 		})
 	}
