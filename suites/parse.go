@@ -239,7 +239,24 @@ func (p *parser) yamlError(err error, data []byte) error {
 					Hint: `start it with "- ", or indent it under the item it belongs to`}
 			}
 		}
-		return &Error{Pos: Pos{p.file, line, 1}, Msg: "YAML: " + m[2]}
+		if slices.Contains(yamlParserProblems, m[2]) {
+			// yaml.v3 counts a parser error's line from 0 (its scanner's
+			// from 1): the line it means is the next, the one opening the
+			// list or map it was reading, or where the problem is; at the
+			// end of the file, the last line that holds anything.
+			line++
+			for line > 1 && (line > len(lines) || len(bytes.TrimSpace(lines[line-1])) == 0) {
+				line--
+			}
+		}
+		hint := ""
+		switch m[2] {
+		case "did not find expected ',' or ']'":
+			hint = "a [ list on this line is not closed with ], or two of its items have no comma between them"
+		case "did not find expected ',' or '}'":
+			hint = "a { map on this line is not closed with }, or two of its entries have no comma between them"
+		}
+		return &Error{Pos: Pos{p.file, line, 1}, Msg: "YAML: " + m[2], Hint: hint}
 	}
 	msg = "YAML: " + strings.TrimPrefix(msg, "yaml: ")
 	// yaml.v3 gives these no line: found here, so the error points at them.
@@ -254,6 +271,14 @@ func (p *parser) yamlError(err error, data []byte) error {
 		}
 	}
 	return &Error{Pos: Pos{p.file, 1, 1}, Msg: msg}
+}
+
+// yamlParserProblems are the errors of yaml.v3's parser (not its scanner),
+// whose line it counts from 0 (yaml.v3 decode.go, parser.fail).
+var yamlParserProblems = []string{
+	"did not find expected ',' or ']'", "did not find expected ',' or '}'", "did not find expected '-' indicator",
+	"did not find expected key", "did not find expected node content", "did not find expected <document start>",
+	"found undefined tag handle", "found duplicate %TAG directive", "found duplicate %YAML directive", "found incompatible YAML document",
 }
 
 // outOfList finds the line yaml.v3 means by "did not find expected '-'

@@ -531,6 +531,12 @@ func TestErrors(t *testing.T) {
 		{"unknown anchor after a longer one", "name: t\nx-a: &nopes {batch: 1}\nmodel: {preset: p}\ncases:\n  - name: a\n    params: *nopes\n  - name: b\n    params: *nope\n", []string{"t.yaml:8:13: YAML: unknown anchor 'nope' referenced"}},
 		{"control character", "name: t\nmodel: {preset: p}\ncases:\n  - name: a\x01\n", []string{"t.yaml:4:12: YAML: control characters are not allowed (U+0001)"}},
 		{"yaml syntax", "name: s\ncases: [\n", []string{"t.yaml:2:1: YAML: did not find expected node content"}},
+		// yaml.v3 counts a parser error's line from 0: the error is said at
+		// the line that opens the list or map, not the line before it.
+		{"list not closed", "name: t\nbackend: cpu\ncases: [{name: d, op: matmul}\nrepetitions: 3\n", []string{"t.yaml:3:1: YAML: did not find expected ',' or ']' (a [ list on this line is not closed with ], or two of its items have no comma between them)"}},
+		{"map not closed", "name: t\nmodel: {preset: p}\ncases:\n  - name: d\n    params: {batch: 1\n  - name: e\n", []string{"t.yaml:5:1: YAML: did not find expected ',' or '}' (a { map on this line is not closed with }, or two of its entries have no comma between them)"}},
+		{"map not closed at the end", "name: t\nmodel: {preset: p}\ncases: [{name: d, params: {batch: 1]\n\n", []string{"t.yaml:3:1: YAML: did not find expected ',' or '}' (a { map on this line is not closed with }, or two of its entries have no comma between them)"}},
+		{"key indented out of its map", "name: t\nmodel:\n  preset: p\n layers: 1\ncases: [{name: d}]\n", []string{"t.yaml:4:1: YAML: did not find expected key"}},
 		// yaml.v3 reports the line that opens the list; the error is at the
 		// line that broke it
 		{"a key out of a list", "name: t\nmodel: {preset: p}\ncases:\n  - name: c\n    params: {batch: 1}\n\n  name: d\n", []string{"t.yaml:7:3: YAML: this line is in the list above but not an item of it (did not find expected '-' indicator) (start it with \"- \", or indent it under the item it belongs to)"}},
