@@ -685,7 +685,7 @@ func (db *DB) OpTimings(caseID int64) ([]OpTiming, error) {
 	for rows.Next() {
 		var t OpTiming
 		if err := rows.Scan(&t.Rep, &t.Layer, &t.Component, &t.Op, &t.Seconds, &t.Calls, &t.Bytes, &t.Footprint, &t.CriticalLoads); err != nil {
-			return nil, fmt.Errorf("results: op timings of case %d: %w", caseID, err)
+			return nil, db.readErr(fmt.Errorf("results: op timings of case %d: %w", caseID, unreadable(err)))
 		}
 		out = append(out, t)
 	}
@@ -705,7 +705,7 @@ func (db *DB) OperandTraffic(caseID int64) ([]OperandTraffic, error) {
 	for rows.Next() {
 		var o OperandTraffic
 		if err := rows.Scan(&o.Rep, &o.Kernel, &o.Operand, &o.Read, &o.Written, &o.DistinctRead, &o.DistinctWritten); err != nil {
-			return nil, fmt.Errorf("results: operand traffic of case %d: %w", caseID, err)
+			return nil, db.readErr(fmt.Errorf("results: operand traffic of case %d: %w", caseID, unreadable(err)))
 		}
 		out = append(out, o)
 	}

@@ -413,12 +413,15 @@ func TestUnreadableRowNamesTheStore(t *testing.T) {
 			func(db *DB, _ int64, cs []Case) error { _, err := db.Samples(cs[0].ID); return err }},
 		{"run's samples not numbers", `UPDATE samples SET value = 'fast'`,
 			func(db *DB, run int64, _ []Case) error { _, err := db.RunSamples(run); return err }},
+		{"op timing not a number", `UPDATE op_timings SET seconds = 'slow'`,
+			func(db *DB, _ int64, cs []Case) error { _, err := db.OpTimings(cs[0].ID); return err }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := openTemp(t)
 			run := mustRun(t, db, Run{SuiteName: "s", Machine: testMachine()})
 			cs := mustCases(t, db, run, 1)
-			if err := db.FinishCase(cs[0].ID, []Sample{{Rep: 0, Metric: "us_per_call", Value: 3, Unit: "us"}}, nil, 0, 0); err != nil {
+			if err := db.FinishCase(cs[0].ID, []Sample{{Rep: 0, Metric: "us_per_call", Value: 3, Unit: "us"}},
+				[]OpTiming{{Rep: 0, Layer: 0, Component: CompMoE, Op: "x", Seconds: 1, Calls: 1}}, 0, 0); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := db.SQL().Exec(c.edit); err != nil {
