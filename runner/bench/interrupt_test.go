@@ -8,6 +8,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // cancelOnWrite cancels a run as its step log is written: the steps after
@@ -107,6 +108,31 @@ cases:
 				if c.Status != results.CaseDone || !hasMetric(samples, "profile_overhead_pct") {
 					t.Errorf("resumed case %s: %s, profile_overhead_pct recorded: %v; want done with it", c.Name, c.Status, hasMetric(samples, "profile_overhead_pct"))
 				}
+			}
+		})
+	}
+}
+
+// A run interrupted while its cases are prepared (a model's weights made,
+// its kernel cases planned) stops before it is recorded: no run of pending
+// cases is stored for a signal that came before any case began.
+func TestInterruptWhilePreparedRecordsNothing(t *testing.T) {
+	for _, tc := range []struct{ name, cases string }{
+		{"a model case", "model: { preset: qwen3-moe-mini, layers: 1 }\nparams: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: d\n"},
+		{"a kernel case planned as it runs", "interleave: false\ncases:\n  - { name: mm, op: matmul, params: { n: 16, k: 16 } }\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s := loadSuite(t, "name: x\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n"+tc.cases)
+			// The signal comes as the run starts, before its cases are made.
+			sum, err := Run(ctx, s, Options{DB: db, BandwidthBuffer: -1, Start: func(*suites.Suite) { cancel() }})
+			if !errors.Is(err, ErrInterrupted) || sum != nil {
+				t.Fatalf("Run: %v, summary %v; want ErrInterrupted and none", err, sum)
+			}
+			if runs, err := db.Runs(results.RunFilter{}); err != nil || len(runs) != 0 {
+				t.Errorf("%d runs recorded (%v), want none", len(runs), err)
 			}
 		})
 	}

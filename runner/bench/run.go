@@ -278,6 +278,13 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s backend: %w", info.Backend, err)
 	}
+	// A signal while the cases were made or the probes ran (a model's
+	// weights take a while) stops the run before it is recorded: a run
+	// stopped before any case began stores nothing (docs/data.md), not a
+	// run of pending cases to resume.
+	if ctx.Err() != nil {
+		return nil, ErrInterrupted
+	}
 
 	if o.Store.Context == nil {
 		o.Store.Context = ctx
