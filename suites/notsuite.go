@@ -3,6 +3,7 @@ package suites
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,9 @@ import (
 // it is and for the command that takes it, whether or not it is small
 // enough to read whole.
 func readSuite(path string) ([]byte, error) {
+	if err := danglingLink(path); err != nil {
+		return nil, err
+	}
 	data, err := readfile.Read(path, readfile.Suite, "a suite")
 	if errors.Is(err, readfile.ErrNotAFile) && isCheckpoint(path) {
 		q := shquote.Quote(path)
@@ -137,4 +141,18 @@ func IsSuite(path string) bool {
 	}
 	_, err := Load(path)
 	return err == nil
+}
+
+// danglingLink is the error of a path that is a symbolic link to nothing:
+// the file meant, not a built-in suite's name, and not "no such file",
+// which names no link.
+func danglingLink(path string) error {
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	target, err := os.Readlink(path)
+	if err != nil {
+		return nil
+	}
+	return notFound{fmt.Sprintf("%s: a link to %s, which is not there", path, target)}
 }

@@ -81,6 +81,8 @@ func Source(arg string) (file string, data []byte, err error) {
 			data, err := readSuite(arg)
 			return arg, data, err
 		}
+	} else if lerr := danglingLink(arg); lerr != nil {
+		return "", nil, lerr
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {

@@ -61,6 +61,8 @@ func TestShippedSuitesParse(t *testing.T) {
 	if s, err := Resolve("kernels"); err != nil || s.File != ShippedPrefix+"kernels.yaml" {
 		t.Errorf("kernels beside a folder of that name: %v", err)
 	}
+	os.Symlink("moved/gone.yaml", "gone.yaml")
+	os.Symlink("moved/ci.yaml", "ci")
 	// Errors say what is wrong with the path, in the user's words; a suite
 	// that is not there is an fs.ErrNotExist, as a missing file is, which
 	// the command line exits 2 for, not an invalid suite's 1.
@@ -75,6 +77,9 @@ func TestShippedSuitesParse(t *testing.T) {
 		"shipped:none.yaml":  {`no suite file or built-in suite "none.yaml"`, true},
 		"shipped:../ci.yaml": {"shipped:../ci.yaml: no such file (built-in suites: ", true},
 		"kernels/x/ci.yaml":  {"kernels/x/ci.yaml: no such file (built-in suites: ", true},
+		// a link to nowhere is the file meant, not a built-in suite's name
+		"gone.yaml": {"gone.yaml: a link to moved/gone.yaml, which is not there", true},
+		"ci":        {"ci: a link to moved/ci.yaml, which is not there", true},
 	} {
 		_, err := Resolve(arg)
 		if err == nil || !strings.Contains(err.Error(), want.msg) || strings.Contains(err.Error(), "stat ") || strings.Contains(err.Error(), "open ") {

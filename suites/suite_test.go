@@ -3,6 +3,7 @@ package suites
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -999,6 +1000,23 @@ func TestList(t *testing.T) {
 	}
 	if _, err := List("testdata/nope"); err == nil {
 		t.Errorf("List of a missing dir: no error")
+	}
+}
+
+// A suite file that is a link to nothing is said to be one, in a folder's
+// list as where it is named alone (TestShippedSuitesParse).
+func TestListDanglingLink(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join("moved", "s.yaml"), filepath.Join(dir, "s.yaml")); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	infos, err := List(dir)
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("List: %v, %v", infos, err)
+	}
+	want := filepath.Join(dir, "s.yaml") + ": a link to " + filepath.Join("moved", "s.yaml") + ", which is not there"
+	if got := fmt.Sprint(infos[0].Err); got != want {
+		t.Errorf("List: %s, want %s", got, want)
 	}
 }
 
