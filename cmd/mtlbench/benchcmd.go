@@ -160,11 +160,8 @@ func benchCommand() *cli.Command {
 			if rerr := printRun(c.App.Writer, db, sum, format, false); rerr != nil && err == nil {
 				err = rerr
 			}
-			fmt.Fprintf(c.App.ErrWriter, "run %d (bench) %s in %v, stored in %s\n", sum.RunID, runStatus(err), sum.Elapsed.Round(time.Second), db.Path())
-			reps := 0
-			for _, sc := range sum.Cases {
-				reps += sc.RepsDone
-			}
+			stored, reps := storedLine(sum, db.Path())
+			fmt.Fprintf(c.App.ErrWriter, "run %d (bench) %s in %v: %s\n", sum.RunID, runStatus(err), sum.Elapsed.Round(time.Second), stored)
 			if resumable(sum.Run.Status, err, reps) {
 				printResume(c.App.ErrWriter, err, benchResumeCommand(c, db.Path(), sum.RunID))
 			}

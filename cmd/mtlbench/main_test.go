@@ -776,25 +776,36 @@ func TestHumanParams(t *testing.T) {
 }
 
 // run's closing line counts cases and repetitions in words: "1 of 1 case
-// done, 1 repetition stored", not "1 of 1 cases done, 1 repetitions".
+// done, 1 repetition stored", not "1 of 1 cases done, 1 repetitions";
+// bench's says the same, where it said only "stored in" the store.
 func TestRunSaysWhatIsStored(t *testing.T) {
 	for _, tc := range []struct {
-		batches, reps, want string
+		bench         bool
+		batches, reps string
+		want          string
 	}{
-		{"[1]", "1", "1 of 1 case done, 1 repetition stored in "},
-		{"[1, 2]", "2", "2 of 2 cases done, 4 repetitions stored in "},
+		{false, "[1]", "1", "1 of 1 case done, 1 repetition stored in "},
+		{false, "[1, 2]", "2", "2 of 2 cases done, 4 repetitions stored in "},
+		{true, "1", "1", ": 1 of 1 case done, 1 repetition stored in "},
+		{true, "1,2", "2", "2 of 2 cases done, 4 repetitions stored in "},
 	} {
 		dir := t.TempDir()
-		suite := filepath.Join(dir, "s.yaml")
-		yaml := "name: s\nbackend: cpu\nmodel: { preset: qwen3-moe-mini }\nrepetitions: " + tc.reps + "\nwarmup: 0\n" +
-			"cases:\n  - name: c\n    params: { prompt_len: 4, gen_len: 2 }\n    matrix: { batch: " + tc.batches + " }\n"
-		if err := os.WriteFile(suite, []byte(yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
 		db := filepath.Join(dir, "r.db")
-		_, stderr, err := mtl(t, "run", suite, "--db", db, "--backend", "cpu", "--set", "layers=1", "-q")
-		if err != nil || !strings.Contains(stderr, tc.want+db) {
-			t.Errorf("batches %s: err %v; stderr lacks %q:\n%s", tc.batches, err, tc.want+db, stderr)
+		args := []string{"bench", "-m", "qwen3-moe-mini", "--layers", "1", "-b", tc.batches, "-p", "4", "-n", "2", "-r", tc.reps, "--warmup", "0"}
+		want := tc.want
+		if !tc.bench {
+			suite := filepath.Join(dir, "s.yaml")
+			yaml := "name: s\nbackend: cpu\nmodel: { preset: qwen3-moe-mini }\nrepetitions: " + tc.reps + "\nwarmup: 0\n" +
+				"cases:\n  - name: c\n    params: { prompt_len: 4, gen_len: 2 }\n    matrix: { batch: " + tc.batches + " }\n"
+			if err := os.WriteFile(suite, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args = []string{"run", suite, "--set", "layers=1"}
+		}
+		want += db
+		_, stderr, err := mtl(t, append(args, "--db", db, "--backend", "cpu", "-q")...)
+		if err != nil || !strings.Contains(stderr, want) {
+			t.Errorf("%s %s: err %v; stderr lacks %q:\n%s", args[0], tc.batches, err, want, stderr)
 		}
 	}
 }

@@ -479,24 +479,7 @@ func runCommand() *cli.Command {
 			if rerr := printRun(c.App.Writer, db, sum, format, false); rerr != nil && err == nil {
 				err = rerr
 			}
-			// Say what the store holds, read back from it: nothing is
-			// claimed that was not written.
-			reps, done := 0, 0
-			for _, sc := range sum.Cases {
-				reps += sc.RepsDone
-				if sc.Status == results.CaseDone {
-					done++
-				}
-			}
-			skipped := ""
-			if sum.Skipped > 0 {
-				// kernel cases the backend does not run (docs/suites.md)
-				skipped = fmt.Sprintf(" (%d skipped: the %s backend does not run them; mtlbench show %d says why)", sum.Skipped, sum.Run.Backend, sum.RunID)
-			}
-			stored := fmt.Sprintf("%d of %s done%s, %s stored in %s", done, plural.Of(len(sum.Cases), "case"), skipped, plural.Of(reps, "repetition"), db.Path())
-			if reps == 0 && done == 0 {
-				stored = "nothing stored in " + db.Path()
-			}
+			stored, reps := storedLine(sum, db.Path())
 			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v: %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), stored)
 			if resumable(sum.Run.Status, err, reps) {
 				printResume(c.App.ErrWriter, err, resumeCommand(c, db.Path(), sum.RunID))
@@ -620,6 +603,28 @@ func lockstepPace(c *cli.Context) func() error {
 // interruptedEarly is a run stopped by a signal while its cases were being
 // prepared (a model loaded, its first dispatches on metal-emu): no run was
 // recorded, so there is nothing to resume.
+// storedLine says what the store holds of a run, read back from it, and
+// how many repetitions: nothing is claimed that was not written. run and
+// bench end with it alike.
+func storedLine(sum *bench.Summary, dbPath string) (string, int) {
+	reps, done := 0, 0
+	for _, sc := range sum.Cases {
+		reps += sc.RepsDone
+		if sc.Status == results.CaseDone {
+			done++
+		}
+	}
+	if reps == 0 && done == 0 {
+		return "nothing stored in " + dbPath, 0
+	}
+	skipped := ""
+	if sum.Skipped > 0 {
+		// kernel cases the backend does not run (docs/suites.md)
+		skipped = fmt.Sprintf(" (%d skipped: the %s backend does not run them; mtlbench show %d says why)", sum.Skipped, sum.Run.Backend, sum.RunID)
+	}
+	return fmt.Sprintf("%d of %s done%s, %s stored in %s", done, plural.Of(len(sum.Cases), "case"), skipped, plural.Of(reps, "repetition"), dbPath), reps
+}
+
 func interruptedEarly(err error) error {
 	return &exitError{code: 130, err: fmt.Errorf("%w while its cases were prepared: nothing was recorded", err)}
 }
