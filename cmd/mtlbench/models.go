@@ -117,7 +117,7 @@ func modelsCommand() *cli.Command {
 						engine.GiB(read), engine.GiB(w), engine.GiB(kv), engine.GiB(need)}
 					data := map[string]any{"preset": name, "architecture": cfg.Architecture, "layers": cfg.Layers,
 						"params": cfg.Params(), "read_bytes_per_token" + sfx: read, "weight_bytes" + sfx: w,
-						"kv_bytes_per_token_bf16": kv, "memory_need_bytes": need, "max_positions": cfg.MaxPos}
+						"kv_bytes_per_token_bf16": kv, "memory_need_bytes": need, "max_positions": modelContext(cfg)}
 					if all {
 						row = append([]string{name, f.String()}, row[1:]...)
 						data["dtype"] = f.String()
@@ -195,7 +195,7 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 			engine.GiB(read), engine.GiB(w), engine.GiB(kv), engine.GiB(need)})
 		row := map[string]any{"checkpoint": p, "architecture": cfg.Architecture, "layers": cfg.Layers,
 			"params": cfg.Params(), "read_bytes_per_token": read, "weight_bytes": w, "kv_bytes_per_token_bf16": kv,
-			"memory_need_bytes": need, "max_positions": cfg.MaxPos}
+			"memory_need_bytes": need, "max_positions": modelContext(cfg)}
 		if g, ok := src.(model.FormatLister); ok {
 			var parts []string
 			for _, f := range g.Formats(rules) {
@@ -271,8 +271,15 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 // needTokens is the context a model's memory need counts: 4096 tokens, or
 // the model's own where it holds fewer (GPT-2's 1024).
 func needTokens(cfg *model.Config) int64 {
-	if cfg.MaxPos > 0 && cfg.MaxPos < 4096 {
-		return int64(cfg.MaxPos)
+	if n := modelContext(cfg); n > 0 && n < 4096 {
+		return int64(n)
 	}
 	return 4096
+}
+
+// modelContext is the longest sequence the model runs (model.Config.Context:
+// its positions, or those its scaled RoPE states), 0 where unbounded.
+func modelContext(cfg *model.Config) int {
+	n, _ := cfg.Context()
+	return n
 }

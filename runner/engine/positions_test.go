@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -73,6 +76,57 @@ func TestScaledRoPEMatchesTransformers(t *testing.T) {
 			}
 			checkAgainstReference(t, e, &ref.reference, 1e-4)
 		})
+	}
+}
+
+// A request runs to the context a scaled RoPE states, not to
+// max_position_embeddings (model.Config.Context): the qwen3_yarn fixture
+// with max_position_embeddings cut to 24 runs transformers' prompts, whose
+// positions reach 36, to its logits and greedy tokens, past the original 16
+// positions as past the 24 (transformers bounds neither); a request past
+// the 16 × 4 = 64 positions its yarn states is refused naming them.
+func TestScaledRoPEContextBoundsRequests(t *testing.T) {
+	const dir = "../testdata/hf/qwen3_yarn"
+	var ref reference
+	readJSON(t, dir+"/reference.json", &ref)
+	var raw map[string]any
+	readJSON(t, dir+"/config.json", &raw)
+	raw["max_position_embeddings"] = 24
+	tmp := t.TempDir()
+	b, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights, err := os.ReadFile(dir + "/model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "model.safetensors"), weights, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, src, err := model.Open(model.Spec{Model: tmp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	longest := 0
+	for _, p := range ref.Prompts {
+		longest = max(longest, len(p.Tokens)+len(p.Greedy))
+	}
+	if longest <= cfg.MaxPos {
+		t.Fatalf("the longest reference request runs %d positions, within max_position_embeddings %d: it tests nothing", longest, cfg.MaxPos)
+	}
+	e, err := New(cpu.New(cpu.Options{}), cfg, src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAgainstReference(t, e, &ref, 1e-4)
+	want := "1 prompt + 64 new tokens exceed the model's 64 positions (yarn rope scaling: rope_parameters.original_max_position_embeddings 16 × factor 4)"
+	if err := e.Add(Request{ID: 9, Prompt: []int32{1}, MaxNewTokens: 64}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a request of 65 tokens: %v, want %q", err, want)
 	}
 }
 

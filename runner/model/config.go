@@ -487,6 +487,16 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%s: %s: %v", name, field, err)
 	}
 	c.RopeScaling = sc
+	if sc != nil {
+		// Validate's errors name the scaled context's fields as the file
+		// spells them; yarn's original context falls back on the positions.
+		c.setKey("rope_scaling.factor", field+".factor")
+		if v, ok := scaling["original_max_position_embeddings"]; ok && v != nil {
+			c.setKey("original_max_position_embeddings", field+".original_max_position_embeddings")
+		} else {
+			c.setKey("original_max_position_embeddings", "max_position_embeddings")
+		}
+	}
 	if f := h.PartialRotaryFactor; f != nil && *f != 1 {
 		return nil, fmt.Errorf("%s: partial_rotary_factor=%g is not supported (RoPE over whole heads only)", name, *f)
 	}
@@ -586,7 +596,7 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			return nil, err
 		}
 		// Validate's errors name the count as the file spells it.
-		c.keys = map[string]string{"num_experts": expertsKey}
+		c.setKey("num_experts", expertsKey)
 		if c.TopK, err = count(h.NumExpertsPerTok, "num_experts_per_tok", spec.topK); err != nil {
 			return nil, err
 		}
@@ -832,6 +842,14 @@ func (c *Config) key(field string) string {
 	return field
 }
 
+// setKey records that the file spells field as key (keys).
+func (c *Config) setKey(field, key string) {
+	if c.keys == nil {
+		c.keys = map[string]string{}
+	}
+	c.keys[field] = key
+}
+
 // derive records that field was computed from the fields from (derived).
 func (c *Config) derive(field string, from ...string) {
 	if c.derived == nil {
@@ -922,6 +940,11 @@ func (c *Config) Validate() error {
 	most(c.MaxPos, MaxPositions, c.key("max_position_embeddings"))
 	if c.MaxPos < 0 {
 		errs = append(errs, fmt.Sprintf("%s=%d must not be negative (0: no limit)", c.key("max_position_embeddings"), c.MaxPos))
+	}
+	// The scaled context bounds requests as max_position_embeddings does,
+	// so it meets the same limit, which keeps every position an int32.
+	if n, what := c.scaledContext(); c.RopeScaling != nil && c.RopeScaling.Check() == nil && n > MaxPositions {
+		errs = append(errs, fmt.Sprintf("%s=%g states a context of %s, beyond what mtlbench runs (at most %d)", c.key("rope_scaling.factor"), c.RopeScaling.Factor, what, MaxPositions))
 	}
 	if len(errs) == 0 {
 		if m, v := c.elems(); m+v > MaxParams {
@@ -1151,10 +1174,38 @@ func parseRopeScaling(m map[string]any, maxPos int) (*kernels.RoPEScaling, error
 }
 
 // Context is the longest sequence the model runs and what sets it: its
-// positions (a sliding window bounds what a layer reads, not the
-// sequence); 0: no bound.
+// positions, or those its scaled RoPE states (a sliding window bounds what
+// a layer reads, not the sequence); 0: no bound.
 func (c *Config) Context() (int, string) {
-	return c.MaxPos, fmt.Sprintf("%d positions", c.MaxPos)
+	n, what := c.scaledContext()
+	if n > math.MaxInt32 {
+		return 0, what // Validate refuses it; no int32 position reaches it
+	}
+	return int(n), what
+}
+
+// scaledContext is the context a scaled RoPE states, by the one rule for
+// HF configs and GGUF files alike (docs/architecture.md, "Rotary
+// embeddings"), as vLLM's _get_and_verify_max_len derives a model's
+// length: a linear scaling stretches max_position_embeddings by its
+// factor, yarn its original context (which falls back on
+// max_position_embeddings) by its factor; llama3's config already states
+// the stretched context in max_position_embeddings. Computed in float64
+// and truncated, as vLLM's int(), so that no factor overflows it.
+func (c *Config) scaledContext() (float64, string) {
+	s, n := c.RopeScaling, float64(c.MaxPos)
+	if s == nil || s.Type == "llama3" || c.LearnedPositions() {
+		return n, fmt.Sprintf("%d positions", c.MaxPos)
+	}
+	base, from := c.MaxPos, c.key("max_position_embeddings")
+	if s.Type == "yarn" {
+		base, from = s.OriginalMax, c.key("original_max_position_embeddings")
+	}
+	if base == 0 {
+		return 0, "no limit" // no positions stated: none to stretch
+	}
+	n = math.Trunc(float64(base) * s.Factor)
+	return n, fmt.Sprintf("%.0f positions (%s rope scaling: %s %d × factor %g)", n, s.Type, from, base, s.Factor)
 }
 
 // LayerWindow is layer l's sliding window, 0 where it attends to every

@@ -646,7 +646,7 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 			c.RopeScaling = &kernels.RoPEScaling{Type: "linear", Factor: factor}
 		}
 	case "yarn":
-		c.RopeScaling = ggufYaRN(arch, f, num, flt, &errs)
+		c.RopeScaling = ggufYaRN(arch, f, c.MaxPos, num, flt, &errs)
 	case "", "none":
 	default:
 		errs = append(errs, fmt.Sprintf("rope scaling %q is not supported (none, linear, yarn, or llama3's rope_freqs tensor)", scaling))
@@ -741,13 +741,22 @@ func ggufKeys(f *gguf.File, arch string, c *Config) map[string]string {
 		"num_experts": "expert_count", "num_experts_per_tok": "expert_used_count", "moe_intermediate_size": "expert_feed_forward_length",
 		"max_position_embeddings": "context_length", "n_positions": "context_length",
 		"rms_norm_eps": "attention.layer_norm_rms_epsilon", "layer_norm_epsilon": "attention.layer_norm_epsilon",
-		"rope_theta": "rope.freq_base",
+		"rope_theta": "rope.freq_base", "rope_scaling.factor": "rope.scaling.factor",
+		"original_max_position_embeddings": "rope.scaling.original_context_length",
 	} {
 		k[field] = arch + "." + key
 	}
 	// Without the key, the vocabulary is the embedding's rows.
 	if _, ok := f.KV[arch+".vocab_size"]; !ok {
 		k["vocab_size"] = "the rows of token_embd.weight"
+	}
+	// Without the key, yarn's original context is context_length, and an
+	// older file's linear factor is rope.scale_linear (as they are read).
+	if _, ok := f.KV[arch+".rope.scaling.original_context_length"]; !ok {
+		k["original_max_position_embeddings"] = arch + ".context_length"
+	}
+	if _, ok := f.KV[arch+".rope.scaling.factor"]; !ok {
+		k["rope_scaling.factor"] = arch + ".rope.scale_linear"
 	}
 	// llama.cpp's Mixtral: its experts are feed_forward_length wide.
 	if c.Architecture == "MixtralForCausalLM" {
@@ -882,9 +891,12 @@ var zeroMeansNone = map[string]bool{"expert_count": true, "feed_forward_length":
 // frequencies transformers' yarn gives, the cos and sin scaled by
 // 1 + 0.1·ln(factor). The keys that change that formula (an extrapolation
 // mix, an attention factor, DeepSeek's log multiplier) are refused by name.
-func ggufYaRN(arch string, f *gguf.File, num func(string, int, bool) int, flt func(string, float64) float64, errs *[]string) *kernels.RoPEScaling {
+// The original context defaults to context_length, as llama.cpp's loader
+// sets n_ctx_orig_yarn to n_ctx_train, and as a config.json's yarn falls
+// back on max_position_embeddings.
+func ggufYaRN(arch string, f *gguf.File, maxPos int, num func(string, int, bool) int, flt func(string, float64) float64, errs *[]string) *kernels.RoPEScaling {
 	s := &kernels.RoPEScaling{Type: "yarn", Factor: flt("rope.scaling.factor", 0),
-		OriginalMax: num("rope.scaling.original_context_length", 0, true),
+		OriginalMax: num("rope.scaling.original_context_length", maxPos, false),
 		BetaFast:    flt("rope.scaling.yarn_beta_fast", 32), BetaSlow: flt("rope.scaling.yarn_beta_slow", 1)}
 	s.Attention = 1
 	if s.Factor > 1 {

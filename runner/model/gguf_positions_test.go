@@ -76,3 +76,73 @@ func TestGGUFPackedPositionsLoadAsFloats(t *testing.T) {
 		}
 	}
 }
+
+// A GGUF file's context is the one its scaled RoPE states, by the rule a
+// config.json's follows (Config.Context): convert_hf_to_gguf writes Qwen3's
+// yarn of factor 4 over 32768 positions as context_length 40960 with
+// rope.scaling.original_context_length 32768, which runs 131072 positions;
+// without original_context_length yarn stretches context_length, as
+// llama.cpp's loader takes n_ctx_orig_yarn from n_ctx_train; a context past
+// what mtlbench runs is refused naming the factor's key.
+func TestGGUFScaledContext(t *testing.T) {
+	u32 := func(key string, v uint32) func(t *testing.T, b []byte) {
+		return func(t *testing.T, b []byte) { binary.LittleEndian.PutUint32(b[after(t, b, key)+4:], v) }
+	}
+	f32 := func(key string, v float32) func(t *testing.T, b []byte) {
+		return func(t *testing.T, b []byte) {
+			binary.LittleEndian.PutUint32(b[after(t, b, key)+4:], math.Float32bits(v))
+		}
+	}
+	// A key renamed within its length is one no loader reads: absent.
+	drop := func(key string) func(t *testing.T, b []byte) {
+		return func(t *testing.T, b []byte) { b[after(t, b, key)-1] = 'X' }
+	}
+	for _, c := range []struct {
+		name     string
+		fixture  string
+		edits    []func(*testing.T, []byte)
+		ctx      int
+		orig     int
+		want     string
+		refusing string
+	}{
+		{"as written", "yarn", nil, 64, 16, "64 positions (yarn rope scaling: llama.rope.scaling.original_context_length 16 × factor 4)", ""},
+		{"qwen3 yarn", "yarn", []func(*testing.T, []byte){u32("llama.context_length", 40960), u32("rope.scaling.original_context_length", 32768)},
+			131072, 32768, "131072 positions (yarn rope scaling: llama.rope.scaling.original_context_length 32768 × factor 4)", ""},
+		{"no original", "yarn", []func(*testing.T, []byte){u32("llama.context_length", 40960), drop("rope.scaling.original_context_length")},
+			163840, 40960, "163840 positions (yarn rope scaling: llama.context_length 40960 × factor 4)", ""},
+		{"linear", "linear", nil, 1024, 0, "1024 positions (linear rope scaling: llama.context_length 256 × factor 4)", ""},
+		{"past the limit", "yarn", []func(*testing.T, []byte){u32("rope.scaling.original_context_length", 32768), f32("rope.scaling.factor", 1024)},
+			0, 0, "", "llama.rope.scaling.factor=1024 states a context of 33554432 positions (yarn rope scaling: llama.rope.scaling.original_context_length 32768 × factor 1024), beyond what mtlbench runs (at most 16777216)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := os.ReadFile("../testdata/gguf/llama-rope-" + c.fixture + ".gguf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range c.edits {
+				e(t, b)
+			}
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if c.refusing != "" {
+				openRefused(t, p, c.refusing)
+				return
+			}
+			cfg, src, err := Open(Spec{Model: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			n, what := cfg.Context()
+			if n != c.ctx || what != c.want {
+				t.Errorf("context %d (%s), want %d (%s)", n, what, c.ctx, c.want)
+			}
+			if c.orig > 0 && cfg.RopeScaling.OriginalMax != c.orig {
+				t.Errorf("yarn's original context %d, want %d", cfg.RopeScaling.OriginalMax, c.orig)
+			}
+		})
+	}
+}

@@ -450,30 +450,41 @@ func TestArchitectureDefaults(t *testing.T) {
 }
 
 // A config.json without max_position_embeddings (GPT-2's n_positions) takes
-// its class's, which bounds the requests the engine takes: LlamaConfig's
-// 2048, MistralConfig's and MixtralConfig's 4096*32, the Qwen classes'
-// 32768, GPT2Config's 1024. A 0 is no limit (RoPE models; a null is
-// refused, as transformers refuses it: TestConfigNulls), and
-// yarn's original context falls back on the default as on a value given.
+// its class's: LlamaConfig's 2048, MistralConfig's and MixtralConfig's
+// 4096*32, the Qwen classes' 32768, GPT2Config's 1024. A 0 is no limit
+// (RoPE models; a null is refused, as transformers refuses it:
+// TestConfigNulls), and yarn's original context falls back on the default
+// as on a value given. The context, which bounds the requests the engine
+// takes, is the one a scaled RoPE states, as vLLM derives it: Qwen3's
+// model card adds yarn of factor 4 over 32768 positions to a config of
+// 40960 to run 131072, which the positions alone held to 40960; linear
+// stretches the positions, llama3's already state its context.
 func TestMaxPositionDefaults(t *testing.T) {
 	const sizes = `"vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 8, "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 8`
+	const llama3 = `"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192`
 	for _, c := range []struct {
 		arch, extra string
-		want        int
+		pos, ctx    int // max_position_embeddings, Context
 		orig        int // yarn's original_max_position_embeddings (0: no scaling)
 	}{
-		{"LlamaForCausalLM", ``, 2048, 0},
-		{"MistralForCausalLM", `, "sliding_window": null`, 131072, 0},
-		{"MixtralForCausalLM", ``, 131072, 0},
-		{"Qwen2ForCausalLM", ``, 32768, 0},
-		{"Qwen3ForCausalLM", ``, 32768, 0},
-		{"Qwen3MoeForCausalLM", ``, 32768, 0},
-		{"GPT2LMHeadModel", ``, 1024, 0},
-		{"GPT2LMHeadModel", `, "max_position_embeddings": 64`, 64, 0},
-		{"GPT2LMHeadModel", `, "n_positions": 32`, 32, 0},
-		{"LlamaForCausalLM", `, "max_position_embeddings": 100`, 100, 0},
-		{"LlamaForCausalLM", `, "max_position_embeddings": 0`, 0, 0},
-		{"Qwen3ForCausalLM", `, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}`, 32768, 32768},
+		{"LlamaForCausalLM", ``, 2048, 2048, 0},
+		{"MistralForCausalLM", `, "sliding_window": null`, 131072, 131072, 0},
+		{"MixtralForCausalLM", ``, 131072, 131072, 0},
+		{"Qwen2ForCausalLM", ``, 32768, 32768, 0},
+		{"Qwen3ForCausalLM", ``, 32768, 32768, 0},
+		{"Qwen3MoeForCausalLM", ``, 32768, 32768, 0},
+		{"GPT2LMHeadModel", ``, 1024, 1024, 0},
+		{"GPT2LMHeadModel", `, "max_position_embeddings": 64`, 64, 64, 0},
+		{"GPT2LMHeadModel", `, "n_positions": 32`, 32, 32, 0},
+		{"LlamaForCausalLM", `, "max_position_embeddings": 100`, 100, 100, 0},
+		{"LlamaForCausalLM", `, "max_position_embeddings": 0`, 0, 0, 0},
+		{"Qwen3ForCausalLM", `, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}`, 32768, 131072, 32768},
+		{"Qwen3ForCausalLM", `, "max_position_embeddings": 40960, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}`, 40960, 131072, 32768},
+		{"Qwen3MoeForCausalLM", `, "max_position_embeddings": 40960, "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "rope_theta": 1e6}`, 40960, 131072, 32768},
+		{"Qwen3ForCausalLM", `, "max_position_embeddings": 40960, "rope_scaling": {"type": "yarn", "factor": 2.5, "original_max_position_embeddings": 1000}`, 40960, 2500, 1000},
+		{"LlamaForCausalLM", `, "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}`, 4096, 8192, 0},
+		{"LlamaForCausalLM", `, "max_position_embeddings": 0, "rope_scaling": {"type": "linear", "factor": 2.0}`, 0, 0, 0},
+		{"LlamaForCausalLM", `, "max_position_embeddings": 131072, "rope_scaling": {` + llama3 + `}`, 131072, 131072, 0},
 	} {
 		raw := `{"architectures": ["` + c.arch + `"], ` + sizes + c.extra + `}`
 		if c.arch == GPT2Architecture {
@@ -484,11 +495,43 @@ func TestMaxPositionDefaults(t *testing.T) {
 			t.Errorf("%s%s: %v", c.arch, c.extra, err)
 			continue
 		}
-		if n, _ := cfg.Context(); cfg.MaxPos != c.want || n != c.want {
-			t.Errorf("%s%s: max positions %d (context %d), want %d", c.arch, c.extra, cfg.MaxPos, n, c.want)
+		if n, what := cfg.Context(); cfg.MaxPos != c.pos || n != c.ctx {
+			t.Errorf("%s%s: max positions %d, context %d (%s); want %d, %d", c.arch, c.extra, cfg.MaxPos, n, what, c.pos, c.ctx)
 		}
-		if sc := cfg.RopeScaling; sc != nil && sc.OriginalMax != c.orig {
+		if sc := cfg.RopeScaling; sc != nil && sc.Type == "yarn" && sc.OriginalMax != c.orig {
 			t.Errorf("%s%s: yarn's original context %d, want %d", c.arch, c.extra, sc.OriginalMax, c.orig)
+		}
+	}
+}
+
+// A scaled context past what mtlbench runs (MaxPositions, which keeps every
+// position an int32) is refused as the config is read, naming the factor as
+// the file spells it and the context it states; the same product below the
+// limit is read.
+func TestScaledContextLimit(t *testing.T) {
+	const sizes = `"vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 8`
+	for _, c := range []struct{ extra, want string }{
+		{`"rope_scaling": {"rope_type": "yarn", "factor": 1024, "original_max_position_embeddings": 32768}`,
+			"rope_scaling.factor=1024 states a context of 33554432 positions (yarn rope scaling: rope_scaling.original_max_position_embeddings 32768 × factor 1024), beyond what mtlbench runs (at most 16777216)"},
+		{`"max_position_embeddings": 65536, "rope_parameters": {"rope_type": "yarn", "factor": 16777216, "rope_theta": 1e6}`,
+			"rope_parameters.factor=1.6777216e+07 states a context of 1099511627776 positions (yarn rope scaling: max_position_embeddings 65536 × factor 1.6777216e+07)"},
+		{`"max_position_embeddings": 16777216, "rope_scaling": {"type": "linear", "factor": 1.5}`,
+			"rope_scaling.factor=1.5 states a context of 25165824 positions (linear rope scaling: max_position_embeddings 16777216 × factor 1.5)"},
+		{`"rope_scaling": {"rope_type": "yarn", "factor": 512, "original_max_position_embeddings": 32768}`, ""},
+	} {
+		cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["Qwen3ForCausalLM"], `+sizes+`, `+c.extra+`}`))
+		if err == nil {
+			err = cfg.Validate()
+		}
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.extra, err)
+		case c.want == "":
+			if n, _ := cfg.Context(); n != MaxPositions {
+				t.Errorf("%s: context %d, want %d", c.extra, n, MaxPositions)
+			}
+		case err == nil || !strings.Contains(err.Error(), c.want):
+			t.Errorf("%s: %v, want %q", c.extra, err, c.want)
 		}
 	}
 }
