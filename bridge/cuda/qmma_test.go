@@ -351,3 +351,10 @@ func TestPackedMatrixFreed(t *testing.T) {
 		t.Error("the freed values are still in the weight cache")
 	}
 }
+
+// TestLongContextRoPE: RoPE at the positions Qwen3's yarn runs to, past its
+// original context and its max_position_embeddings, against the reference
+// with the yarn frequencies (bridge/quanttest).
+func TestLongContextRoPE(t *testing.T) {
+	quanttest.LongContextRoPE(t, gpu(t), 1e-5)
+}

@@ -646,3 +646,10 @@ func TestBiasedFusions(t *testing.T) {
 func TestShortBias(t *testing.T) {
 	quanttest.ShortBias(t, newEmu(t, metal.Tuning{}))
 }
+
+// TestLongContextRoPE: RoPE at the positions Qwen3's yarn runs to, past its
+// original context and its max_position_embeddings, against the reference
+// with the yarn frequencies (bridge/quanttest).
+func TestLongContextRoPE(t *testing.T) {
+	quanttest.LongContextRoPE(t, newEmu(t, metal.Tuning{}), 1e-5)
+}
