@@ -241,6 +241,11 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 			if r.LogitScale() != 1 {
 				format, args = format+", attention factor %.4g", append(args, r.Attention)
 			}
+			// The context the scaling states bounds requests, not the
+			// positions alone (model.Config.Context).
+			if n := modelContext(cfg); n > 0 {
+				format, args = format+"; runs %d positions", append(args, n)
+			}
 			t.Notes = append(t.Notes, table.Notef(format+")", args...))
 		}
 		if cfg.RopeFreqFactors != nil {
