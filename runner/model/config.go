@@ -49,7 +49,11 @@ type Config struct {
 	// tieUnset: config.json left tie_word_embeddings out, so a checkpoint
 	// with no lm_head.weight ties (OpenDir), as mlx-lm's defaults do.
 	tieUnset bool
-	QKVBias  bool
+	// ropeRatio: yarn's factor is the ratio of max_position_embeddings to
+	// its original context, the file giving none, so it states no longer
+	// context than the original (scaledContext).
+	ropeRatio bool
+	QKVBias   bool
 	// OBias: the attention's output projection has a bias too, as
 	// attention_bias gives Llama, Qwen3 and Qwen3-MoE (not Qwen2's q/k/v).
 	OBias bool
@@ -488,6 +492,8 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	}
 	c.RopeScaling = sc
 	if sc != nil {
+		f, given := scaling["factor"]
+		c.ropeRatio = sc.Type == "yarn" && (!given || f == nil || f == 0.0)
 		// Validate's errors name the scaled context's fields as the file
 		// spells them; yarn's original context falls back on the positions.
 		c.setKey("rope_scaling.factor", field+".factor")
@@ -1203,6 +1209,10 @@ func (c *Config) scaledContext() (float64, string) {
 	}
 	if base == 0 {
 		return 0, "no limit" // no positions stated: none to stretch
+	}
+	if c.ropeRatio {
+		// vLLM stretches by the factor written, 1 where none is.
+		return float64(base), fmt.Sprintf("%d positions (yarn rope scaling: %s %d, no factor given)", base, from, base)
 	}
 	n = math.Trunc(float64(base) * s.Factor)
 	return n, fmt.Sprintf("%.0f positions (%s rope scaling: %s %d × factor %g)", n, s.Type, from, base, s.Factor)

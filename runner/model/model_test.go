@@ -485,6 +485,9 @@ func TestMaxPositionDefaults(t *testing.T) {
 		{"LlamaForCausalLM", `, "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}`, 4096, 8192, 0},
 		{"LlamaForCausalLM", `, "max_position_embeddings": 0, "rope_scaling": {"type": "linear", "factor": 2.0}`, 0, 0, 0},
 		{"LlamaForCausalLM", `, "max_position_embeddings": 131072, "rope_scaling": {` + llama3 + `}`, 131072, 131072, 0},
+		// DeepSeek-V3's spelling, no factor: the contexts' ratio scales the
+		// frequencies, and vLLM stretches the original context by 1.
+		{"Qwen3ForCausalLM", `, "max_position_embeddings": 163840, "rope_scaling": {"type": "yarn", "original_max_position_embeddings": 4096}`, 163840, 4096, 4096},
 	} {
 		raw := `{"architectures": ["` + c.arch + `"], ` + sizes + c.extra + `}`
 		if c.arch == GPT2Architecture {
