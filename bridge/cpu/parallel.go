@@ -43,7 +43,10 @@ func (p pool) forEach(n int, fn func(i int)) {
 // goroutine started per op often ran only after the caller had done its
 // own part, so two threads were no faster than one. The workers instead
 // wait for work spinning, for up to crewSpin after their last piece, and
-// only then park.
+// only then park. Beside other processes a worker's thread may not run for
+// a time slice: the dispatcher then takes back the pieces not started and
+// blocks for the rest (docs/quantization.md, "What is measured, and what is
+// left").
 var crew workers
 
 // crewSpin is how long an idle worker spins before it parks: longer than
@@ -54,7 +57,18 @@ const crewSpin = 2 * time.Millisecond
 type workers struct {
 	mu   sync.Mutex // held by the dispatching goroutine for a whole run
 	list []*worker
+	// The dispatcher blocks on done once it has spun for crewWait; the
+	// worker that ends a run's last piece sends to it while waiting is set.
+	waiting atomic.Bool
+	done    chan struct{}
 }
+
+// crewWait is how long the dispatcher spins for its workers' pieces before
+// it blocks. Pieces of one run take about as long as each other, so on idle
+// cores they end within microseconds of the dispatcher's own; a worker
+// whose thread another process holds may take a scheduler's time slice
+// (milliseconds), which spinning would only lengthen.
+const crewWait = 50 * time.Microsecond
 
 // worker runs the pieces handed to it in slot; parked tells the dispatcher
 // to wake it through wake.
@@ -68,6 +82,7 @@ type piece struct {
 	fn      func(i int)
 	i       int
 	pending *atomic.Int32
+	crew    *workers
 }
 
 // run calls fn(i) for i in [0,parts): the caller takes piece 0 and
@@ -89,11 +104,16 @@ func (c *workers) run(parts int, fn func(i int)) {
 		c.list = append(c.list, w)
 		go w.loop()
 	}
+	if c.done == nil {
+		c.done = make(chan struct{}, 1)
+	}
 	var pending atomic.Int32
 	pending.Store(int32(nw))
+	pieces := make([]piece, nw)
 	for i := 1; i <= nw; i++ {
-		w := c.list[i-1]
-		w.slot.Store(&piece{fn: fn, i: i, pending: &pending})
+		w, p := c.list[i-1], &pieces[i-1]
+		*p = piece{fn: fn, i: i, pending: &pending, crew: c}
+		w.slot.Store(p)
 		if w.parked.Load() {
 			select {
 			case w.wake <- struct{}{}:
@@ -105,9 +125,46 @@ func (c *workers) run(parts int, fn func(i int)) {
 	for i := nw + 1; i < parts; i++ {
 		fn(i)
 	}
+	// A piece no worker has taken yet (its thread parked, or held by
+	// another process) is run here rather than waited for.
+	for i := 1; i <= nw; i++ {
+		if p := &pieces[i-1]; c.list[i-1].slot.CompareAndSwap(p, nil) {
+			fn(i)
+			pending.Add(-1)
+		}
+	}
+	c.wait(&pending)
+}
+
+// wait returns once pending is 0: spinning for crewWait, then blocked on
+// done. A wake-up left in done by an earlier run only sends it round the
+// loop again.
+func (c *workers) wait(pending *atomic.Int32) {
+	var start time.Time // read once the spin is not over at once
 	for spins := 0; pending.Load() > 0; spins++ {
-		if spins > 1000 {
-			runtime.Gosched() // a worker may be waiting for this P
+		if spins%64 != 63 {
+			continue
+		}
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) > crewWait {
+			c.waiting.Store(true)
+			for pending.Load() > 0 {
+				<-c.done
+			}
+			c.waiting.Store(false)
+			return
+		}
+	}
+}
+
+// finish counts a piece done, waking the dispatcher when it was the last
+// and the dispatcher blocks.
+func (p *piece) finish() {
+	if p.pending.Add(-1) == 0 && p.crew.waiting.Load() {
+		select {
+		case p.crew.done <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -116,9 +173,11 @@ func (w *worker) loop() {
 	last := time.Now()
 	for spins := 0; ; spins++ {
 		if w.slot.Load() != nil {
-			p := w.slot.Swap(nil)
-			p.fn(p.i)
-			p.pending.Add(-1)
+			// The dispatcher may have taken the piece back since the load.
+			if p := w.slot.Swap(nil); p != nil {
+				p.fn(p.i)
+				p.finish()
+			}
 			last, spins = time.Now(), 0
 			continue
 		}

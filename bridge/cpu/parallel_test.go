@@ -74,3 +74,70 @@ func TestPoolCoversEveryIndexOnce(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A run ends without the worker that was handed a piece ever taking it
+// (its thread parked, or held by another process): the dispatcher takes the
+// piece back. And a worker's piece that outlasts the dispatcher's spin
+// wakes it when done, whatever wake-ups earlier runs left.
+func TestCrewNeverWaitsOnAnUntakenPiece(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
+	within := func(t *testing.T, what string, f func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { f(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the run never returned", what)
+		}
+	}
+	// A worker with no goroutine behind it never takes what it is handed.
+	stuck := &workers{list: []*worker{{wake: make(chan struct{}, 1)}}}
+	for r := range 3 {
+		var ran [2]atomic.Int32
+		within(t, "a worker that never runs", func() { stuck.run(2, func(i int) { ran[i].Add(1) }) })
+		if a, b := ran[0].Load(), ran[1].Load(); a != 1 || b != 1 {
+			t.Fatalf("run %d: pieces ran %d and %d times, want once each", r, a, b)
+		}
+	}
+	for _, d := range []time.Duration{0, 10 * crewWait, 0, 10 * crewWait} {
+		var ran [2]atomic.Int32
+		started := make(chan struct{})
+		within(t, "a slow piece", func() {
+			// Piece 0 waits for a worker to start piece 1, so the
+			// dispatcher waits for it rather than taking it back.
+			(&crew).run(2, func(i int) {
+				if i == 1 {
+					close(started)
+					time.Sleep(d)
+				} else {
+					<-started
+				}
+				ran[i].Add(1)
+			})
+		})
+		if a, b := ran[0].Load(), ran[1].Load(); a != 1 || b != 1 {
+			t.Fatalf("piece of %v: pieces ran %d and %d times, want once each", d, a, b)
+		}
+	}
+}
+
+// A run of short pieces, as a decode step's small ops are: its cost is
+// the crew's hand-off and wait, alone and beside other processes that
+// want the same cores (docs/quantization.md, "What is measured, and what
+// is left").
+func BenchmarkCrewShortRuns(b *testing.B) {
+	var sink atomic.Int64
+	p := pool{threads: runtime.GOMAXPROCS(0)}
+	for b.Loop() {
+		p.forRange(1024, 64, func(lo, hi int) {
+			s := 0
+			for i := lo; i < hi; i++ {
+				s += i * i
+			}
+			sink.Add(int64(s))
+		})
+	}
+}
