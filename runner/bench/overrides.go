@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -13,6 +15,12 @@ import (
 func ParseOverrides(list []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, s := range list {
+		// Every later message echoes the setting: a line break in it would
+		// split the message, and no name or value takes one.
+		if i := strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\t' }); i >= 0 {
+			r, _ := utf8.DecodeRuneInString(s[i:])
+			return nil, fmt.Errorf("--set %q: holds the control character %U at byte %d; no parameter's name or value takes one", s, r, i)
+		}
 		k, v, ok := strings.Cut(s, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
