@@ -181,7 +181,14 @@ func (w *worker) loop() {
 			last, spins = time.Now(), 0
 			continue
 		}
-		if spins%1024 != 1023 || time.Since(last) < crewSpin {
+		if spins%1024 != 1023 {
+			continue
+		}
+		if time.Since(last) < crewSpin {
+			// A thread of another process waiting for this core goes
+			// first: spinning on through its time slice would only delay
+			// the pieces it holds up.
+			osYield()
 			continue
 		}
 		// Park; a piece stored before parked was set is seen here, one
