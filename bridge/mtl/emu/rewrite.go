@@ -1064,6 +1064,10 @@ func (r *rewriter) markStore(k int) {
 				indexed = true
 			}
 			prev := r.tok(m - 1)
+			if t.text == ")" && controlKeywords[prev.text] {
+				start = j + 1 // if (c) ((device T*)p)[i] = v: the left side follows the condition
+				break
+			}
 			if t.text == ")" && prev.kind != tIdent && prev.text != "]" && prev.text != ")" {
 				start = m // a parenthesised primary: (*p)
 				break
@@ -1107,6 +1111,10 @@ func (r *rewriter) markStore(k int) {
 // their casts go through the shim's tmake, tcast and tstatic, which
 // convert between them through float (metal_stdlib's fconv).
 var halfTypes = map[string]bool{"half": true, "bfloat": true}
+
+// controlKeywords are those whose parenthesised condition or clauses end
+// just before the statement they govern.
+var controlKeywords = map[string]bool{"if": true, "while": true, "for": true, "switch": true}
 
 // notPrimary are identifiers that cannot end a postfix expression.
 var notPrimary = map[string]bool{"return": true, "auto": true, "const": true, "case": true, "default": true,

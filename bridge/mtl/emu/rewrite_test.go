@@ -230,6 +230,8 @@ func TestRewriteStoreMarks(t *testing.T) {
 		{"*(out + 1) = x;", mark + "*(out + 1)) = x;"},
 		{"((device float4*)out)[i] = v;", mark + "((::metal::__emu::ptr<float4, 1>)out)[i]) = v;"},
 		{"if (i > 0) out[i] = x;", "if (i > 0) " + mark + "out[i]) = x;"},
+		{"if (i > 0) ((device float4*)out)[i] = v;", "if (i > 0) " + mark + "((::metal::__emu::ptr<float4, 1>)out)[i]) = v;"},
+		{"while (i > 0) (out)[i--] += x;", "i > 0) " + cmark + "(out)[i--]) += x;"},
 		{"x = out[i];", "x = out[i];"},
 		{"float a[2] = {x, x};", "float a[2] = {x, x};"},
 		{"float b = x;", "float b = x;"},
