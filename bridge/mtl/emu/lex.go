@@ -188,8 +188,12 @@ func parseMarker(s string) (string, int, bool) {
 
 // evalInt evaluates the integer constant expressions MSL puts in attributes
 // ([[buffer(FC_BASE + 1)]] after macro expansion).
-func evalInt(toks []token) (int64, error) {
-	p := &exprParser{toks: toks}
+func evalInt(toks []token) (int64, error) { return evalIntNames(toks, nil) }
+
+// evalIntNames is evalInt where an identifier, or a qualified E::A, names
+// the value that names holds for it: the enumerators of enumConsts.
+func evalIntNames(toks []token, names map[string]int64) (int64, error) {
+	p := &exprParser{toks: toks, names: names}
 	v, err := p.expr(0)
 	if err != nil {
 		return 0, err
@@ -201,8 +205,9 @@ func evalInt(toks []token) (int64, error) {
 }
 
 type exprParser struct {
-	toks []token
-	i    int
+	toks  []token
+	i     int
+	names map[string]int64
 }
 
 var binPrec = map[string]int{"|": 1, "^": 2, "&": 3, "<<": 4, ">>": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
@@ -299,6 +304,88 @@ func (p *exprParser) unary() (int64, error) {
 			return 0, fmt.Errorf("not an integer: %s", t.text)
 		}
 		return v, nil
+	case t.kind == tIdent:
+		name := t.text
+		for p.i+1 < len(p.toks) && p.toks[p.i].text == "::" && p.toks[p.i+1].kind == tIdent {
+			name += "::" + p.toks[p.i+1].text
+			p.i += 2
+		}
+		if v, ok := p.names[name]; ok {
+			return v, nil
+		}
+		return 0, fmt.Errorf("%q is not an integer constant", name)
 	}
 	return 0, fmt.Errorf("%q is not an integer constant", t.text)
+}
+
+// enumConsts are the values of the enumerators declared in toks, by name
+// and by Enum::name (a scoped enum's by the latter alone), so that an
+// attribute may index from them, as `[[function_constant(FC_MUL_MV + 1)]]`
+// with FC_MUL_MV an enumerator. An enumerator whose value is no constant
+// expression here ends its enum's list: those after it are unknown.
+func enumConsts(toks []token) map[string]int64 {
+	names := map[string]int64{}
+	for i := 0; i < len(toks); i++ {
+		if toks[i].text != "enum" || toks[i].kind != tIdent {
+			continue
+		}
+		j := i + 1
+		scoped := j < len(toks) && (toks[j].text == "class" || toks[j].text == "struct")
+		if scoped {
+			j++
+		}
+		tag := ""
+		if j < len(toks) && toks[j].kind == tIdent {
+			tag = toks[j].text
+			j++
+		}
+		if j < len(toks) && toks[j].text == ":" {
+			for j < len(toks) && toks[j].text != "{" && toks[j].text != ";" {
+				j++
+			}
+		}
+		if j >= len(toks) || toks[j].text != "{" {
+			continue // an opaque declaration, or a variable of an enum type
+		}
+		next := int64(0)
+		for j++; j < len(toks) && toks[j].text != "}"; {
+			if toks[j].kind != tIdent {
+				break
+			}
+			name := toks[j].text
+			j++
+			v := next
+			if j < len(toks) && toks[j].text == "=" {
+				k, depth := j+1, 0
+				for ; k < len(toks); k++ {
+					switch toks[k].text {
+					case "(", "[", "{":
+						depth++
+					case ")", "]":
+						depth--
+					}
+					if depth == 0 && (toks[k].text == "," || toks[k].text == "}") {
+						break
+					}
+				}
+				var err error
+				if v, err = evalIntNames(toks[j+1:k], names); err != nil {
+					break
+				}
+				j = k
+			}
+			if !scoped {
+				names[name] = v
+			}
+			if tag != "" {
+				names[tag+"::"+name] = v
+			}
+			next = v + 1
+			if j < len(toks) && toks[j].text == "," {
+				j++
+			}
+		}
+		i = j
+	}
+	return names
 }

@@ -57,3 +57,64 @@ func TestLlamaStyleMatVec(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaStyleAlibi runs testdata/llama_alibi.metal, written as
+// llama.cpp writes its ALiBi bias: pow of a float base and a short
+// exponent, which Metal's float overload takes, and a store whose left
+// side is a parenthesised cast as the body of an if. Both failed to build.
+// Each row h has its maximum subtracted and is scaled by m0^(h+1) below
+// n_head_log2 and m1^(2(h-n_head_log2)+1) above it.
+func TestLlamaStyleAlibi(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "llama_alibi.metal")
+	const ne00, rows, nhl2 = 70, 5, 2
+	const m0, m1 = float32(0.5), float32(0.75)
+	x := make([]float32, rows*ne00)
+	for i := range x {
+		x[i] = float32((i*7)%13)*0.25 - 1.5 // exact in half
+	}
+	for _, c := range []struct {
+		name string
+		bias bool
+		half bool
+	}{{"kernel_alibi_f32", true, false}, {"kernel_alibi_f16", true, true}, {"kernel_alibi_f32", false, false}} {
+		esz := 4
+		src := f32Buf(t, dev, x)
+		if c.half {
+			esz = 2
+			src = f16Buf(t, dev, x)
+		}
+		args := make([]byte, 32)
+		binary.LittleEndian.PutUint32(args, ne00)
+		binary.LittleEndian.PutUint32(args[4:], nhl2)
+		binary.LittleEndian.PutUint32(args[8:], math.Float32bits(m0))
+		binary.LittleEndian.PutUint32(args[12:], math.Float32bits(m1))
+		binary.LittleEndian.PutUint64(args[16:], uint64(ne00*esz))
+		binary.LittleEndian.PutUint64(args[24:], ne00*4)
+		dst := newBuf(t, dev, 4*rows*ne00)
+		p := pipe(t, lib, c.name, mtl.FunctionConstants{300: c.bias})
+		if err := run(t, dev, p, [3]int{rows, 1, 1}, [3]int{32, 1, 1},
+			arg{bytes: args}, arg{buf: src}, arg{buf: dst}); err != nil {
+			t.Fatal(err)
+		}
+		got := f32s(dst)
+		for h := 0; h < rows; h++ {
+			slope := 1.0
+			if c.bias && h < nhl2 {
+				slope = math.Pow(float64(m0), float64(h+1))
+			} else if c.bias {
+				slope = math.Pow(float64(m1), float64(2*(h-nhl2)+1))
+			}
+			mx := math.Inf(-1)
+			for i := 0; i < ne00; i++ {
+				mx = math.Max(mx, float64(x[h*ne00+i]))
+			}
+			for i := 0; i < ne00; i++ {
+				want := slope * (float64(x[h*ne00+i]) - mx)
+				if g := float64(got[h*ne00+i]); math.Abs(g-want) > 1e-5 {
+					t.Fatalf("%s bias=%v: dst[%d][%d] = %v, want %v", c.name, c.bias, h, i, g, want)
+				}
+			}
+		}
+	}
+}

@@ -97,8 +97,9 @@ type rewriter struct {
 	edits  []edit
 	err    error
 
-	ns        []string // the scope each open brace opened (see atNamespaceScope)
-	nsAt      []int    // the token index of each open brace
+	enums     map[string]int64 // enumerators' values, for attributes' indexes (enumConsts)
+	ns        []string         // the scope each open brace opened (see atNamespaceScope)
+	nsAt      []int            // the token index of each open brace
 	members   map[string]*memberDef
 	defaulted map[string]bool        // member declarations defaulted or deleted, spaces dropped (defaultedDup)
 	castClose int                    // the ')' of the last C-style cast vcast rewrote
@@ -172,6 +173,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 	r := &rewriter{src: src, toks: toks, attrAt: map[int]*attrSpan{}, attrTo: map[int]*attrSpan{},
 		templates: map[string]*kdef{}, derived: map[string]bool{}, vecNames: baseVecNames()}
 	r.findAttrs()
+	r.enums = enumConsts(toks)
 	r.tmplNames = templateNames(toks)
 	r.aliases = aliasNames(toks)
 	r.declared = declaredNames(toks)
@@ -2475,7 +2477,7 @@ func (r *rewriter) constantDecl(i int) (int, bool) {
 		if fa == nil {
 			return i, false
 		}
-		idx, err := evalInt(fa.args)
+		idx, err := evalIntNames(fa.args, r.enums)
 		if err != nil {
 			r.fail(r.toks[j], "function_constant index: %v", err)
 			return semi, true
@@ -2626,7 +2628,7 @@ func (r *rewriter) kernel(i, kw int) {
 			hostName = stringLiteral(it.args)
 		}
 		if it := a.find("max_total_threads_per_threadgroup"); it != nil {
-			if v, err := evalInt(it.args); err == nil {
+			if v, err := evalIntNames(it.args, r.enums); err == nil {
 				maxThreads = int(v)
 			}
 		}
@@ -2880,7 +2882,7 @@ func (r *rewriter) params(open, close int) []paramInfo {
 		for _, it := range items {
 			switch {
 			case it.name == "buffer" || it.name == "threadgroup":
-				v, err := evalInt(it.args)
+				v, err := evalIntNames(it.args, r.enums)
 				if err != nil || v < 0 || v > 30 {
 					r.fail(name, "parameter %s: %s index must be an integer constant in [0, 30]", p.Name, it.name)
 					return nil

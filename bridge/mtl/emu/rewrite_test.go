@@ -214,6 +214,31 @@ func TestEvalInt(t *testing.T) {
 	if _, err := evalInt(toks); err == nil {
 		t.Error("an identifier evaluated")
 	}
+	enums := enumConsts(mustLex(t, `
+enum fc_offsets { FC_A = 300, FC_B = FC_A + 100, FC_C, };
+enum class Kind : short { Zero, Two = 2, Three };
+enum Opaque : int;
+enum fc_offsets var;
+enum { ANON = 1 << 4 };`))
+	for _, c := range []struct {
+		expr string
+		want int64
+		ok   bool
+	}{
+		{"FC_A + 1", 301, true},
+		{"FC_B", 400, true},
+		{"FC_C + 2", 403, true},
+		{"fc_offsets::FC_C", 401, true},
+		{"Kind::Three", 3, true},
+		{"Three", 0, false},
+		{"ANON * 2", 32, true},
+		{"FC_D", 0, false},
+	} {
+		v, err := evalIntNames(mustLex(t, c.expr), enums)
+		if (err == nil) != c.ok || c.ok && v != c.want {
+			t.Errorf("%s = %d, %v; want %d, ok %v", c.expr, v, err, c.want, c.ok)
+		}
+	}
 }
 
 // TestRewriteStoreMarks checks which assignments the cost witness brackets
@@ -393,4 +418,13 @@ func TestRewritePlainPointerParams(t *testing.T) {
 			t.Errorf("%s: %d thread pointer checks, want %d:\n%s", tc.src, got, tc.want, out)
 		}
 	}
+}
+
+func mustLex(t *testing.T, src string) []token {
+	t.Helper()
+	toks, err := lex(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks
 }
