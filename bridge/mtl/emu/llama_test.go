@@ -118,3 +118,48 @@ func TestLlamaStyleAlibi(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaStyleBF16Rows runs testdata/llama_bf16.metal: rows of bfloat16
+// weights gathered by index into half and float rows through a matrix cast
+// of a bfloat4x4, which Metal converts element by element and which failed
+// to build for half, clang refusing __bf16 to _Float16 directly.
+func TestLlamaStyleBF16Rows(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "llama_bf16.metal")
+	const ne00, nrows = 48, 4
+	idx := []uint32{2, 0, 3, 2, 1}
+	w := make([]byte, 0, 2*ne00*nrows)
+	vals := make([]float32, ne00*nrows)
+	for i := range vals {
+		// Whole quarters below 32: exact in bfloat16 and in half.
+		vals[i] = float32((i*5)%96-48) * 0.25
+		w = binary.LittleEndian.AppendUint16(w, toBF16(vals[i]))
+	}
+	src0 := newBuf(t, dev, len(w))
+	copy(src0.Contents(), w)
+	for _, c := range []struct {
+		name string
+		esz  int
+	}{{"kernel_get_rows_bf16_f16", 2}, {"kernel_get_rows_bf16_f32", 4}} {
+		args := make([]byte, 24)
+		binary.LittleEndian.PutUint32(args, ne00)
+		binary.LittleEndian.PutUint64(args[8:], 2*ne00)
+		binary.LittleEndian.PutUint64(args[16:], uint64(c.esz*ne00))
+		dst := newBuf(t, dev, c.esz*ne00*len(idx))
+		if err := run(t, dev, pipe(t, lib, c.name, nil), [3]int{len(idx), 1, 1}, [3]int{2, 1, 1},
+			arg{bytes: args}, arg{buf: src0}, arg{buf: u32Buf(t, dev, idx)}, arg{buf: dst}); err != nil {
+			t.Fatal(err)
+		}
+		got := f32s(dst)
+		if c.esz == 2 {
+			got = f16s(dst)
+		}
+		for i, r := range idx {
+			for k := 0; k < ne00; k++ {
+				if want := vals[int(r)*ne00+k]; got[i*ne00+k] != want {
+					t.Fatalf("%s: dst[%d][%d] = %v, want %v", c.name, i, k, got[i*ne00+k], want)
+				}
+			}
+		}
+	}
+}
