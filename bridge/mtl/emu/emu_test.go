@@ -778,6 +778,8 @@ func TestMixedTypeArguments(t *testing.T) {
 		{"fmin(h, half(1))", true},
 		{"pow(x[i], 2.0f)", true},
 		{"fmax(v, 0.0f).x", true},
+		{"fmax(0, v).x", true},
+		{"fmin(1.0f, v).y", true},
 		{"mix(v, v, 0.5f).x", true},
 		{"mix(h, h, half(0.5f))", true},
 		{"smoothstep(0.0f, 1.0f, x[i])", true},

@@ -163,3 +163,47 @@ func TestLlamaStyleBF16Rows(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaStyleUnary runs testdata/llama_unary.metal, whose float4
+// instantiation calls fmax(0, x) and fmin(1, x/6 + 0.5) with a scalar
+// first and a vector second, as llama.cpp's unary kernels do; that did not
+// build. Each operation is checked against Go for the scalar and the
+// vector kernel.
+func TestLlamaStyleUnary(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "llama_unary.metal")
+	const n = 64
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i-32) * 0.375
+	}
+	hardsigmoid := func(v float64) float64 { return math.Max(0, math.Min(1, v/6+0.5)) }
+	for _, op := range []struct {
+		code int16
+		name string
+		f    func(float64) float64
+	}{
+		{1, "relu", func(v float64) float64 { return math.Max(0, v) }},
+		{2, "hardsigmoid", hardsigmoid},
+		{3, "hardswish", func(v float64) float64 { return v * hardsigmoid(v) }},
+	} {
+		for _, k := range []struct {
+			name  string
+			width int
+		}{{"kernel_unary_f32", 1}, {"kernel_unary_f32_4", 4}} {
+			args := make([]byte, 4)
+			binary.LittleEndian.PutUint32(args, n/uint32(k.width))
+			dst := newBuf(t, dev, 4*n)
+			p := pipe(t, lib, k.name, mtl.FunctionConstants{400: op.code})
+			if err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{n / k.width, 1, 1},
+				arg{bytes: args}, arg{buf: f32Buf(t, dev, x)}, arg{buf: dst}); err != nil {
+				t.Fatal(err)
+			}
+			for i, got := range f32s(dst) {
+				if want := op.f(float64(x[i])); math.Abs(float64(got)-want) > 1e-6 {
+					t.Errorf("%s %s: y[%d] = %v, want %v", k.name, op.name, i, got, want)
+				}
+			}
+		}
+	}
+}
