@@ -277,7 +277,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	inPlace := profile && tl != nil && tl.TimelineOn()
 	opts.Profile = profile && !inPlace
 	opts.AvailableMemory = 0 // every case was checked before the run
-	e, err := engine.New(m.Backend, m.Config, m.Source, opts)
+	e, err := engine.NewContext(ctx, m.Backend, m.Config, m.Source, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -966,7 +966,7 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 			fail(c.Pos, "case %s is a model case but the suite names no model", c.Name)
 			continue
 		}
-		mc, err := modelCase(s, c, be, models, limit, sc)
+		mc, err := modelCase(ctx, s, c, be, models, limit, sc)
 		if mc != nil {
 			mc.Engine.Slowdown = slowdown
 			var ok bool
@@ -1157,7 +1157,7 @@ type loadedModel struct {
 	where string
 }
 
-func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, limit int64, sc *suiteChecks) (*ModelCase, error) {
+func modelCase(ctx context.Context, s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, limit int64, sc *suiteChecks) (*ModelCase, error) {
 	sm, mp := s.Model, c.Model
 	w := caseWorkload(s, mp)
 	opts := engine.Options{
@@ -1211,7 +1211,7 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		models[key] = lm
 		// Before anything is timed: a model that computes NaN is as fast
 		// as one that works, and its figures would be garbage.
-		if err := engine.CheckFinite(be, lm.cfg, lm.src, opts); err != nil {
+		if err := engine.CheckFinite(ctx, be, lm.cfg, lm.src, opts); err != nil {
 			return nil, s.ErrorAt(sm.Pos, "%v", err)
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -312,6 +313,13 @@ func CheckFit(cfg *model.Config, dt, kvdt bridge.DType, kvTokens int, step, avai
 
 // New loads cfg's weights from src onto be and sets up the cache.
 func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (*Engine, error) {
+	return NewContext(context.Background(), be, cfg, src, opts)
+}
+
+// NewContext is New stopped by ctx between the weights' tensors: a large
+// model's build takes minutes, and a signal stops it at the next tensor,
+// the tensors made freed, with an error that is ctx's (stoppedError).
+func NewContext(ctx context.Context, be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (*Engine, error) {
 	cfg = RunConfig(be, cfg)
 	var tuned Tuned
 	if opts.Tuned != nil {
@@ -362,8 +370,12 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if err := CheckFit(cfg, src.DType(), kvdt, blocks*opts.BlockSize, step, opts.AvailableMemory, opts.MemoryWhere); err != nil {
 		return nil, err
 	}
-	w, err := uploadWeights(be, cfg, src)
+	w, err := uploadWeights(ctx, be, cfg, src)
 	if err != nil {
+		if ctx.Err() != nil && w != nil {
+			// The run it was for ends: nothing is left on the backend.
+			w.free(be)
+		}
 		return nil, err
 	}
 	kv, err := cache.New(blocks, opts.BlockSize)
@@ -788,10 +800,11 @@ func (e *Engine) explainNonFinite(err *NonFiniteError) error {
 // CheckFinite runs a short request through a fresh engine and fails with a
 // NonFiniteError if its logits are not all finite: a model computing NaN
 // runs as fast as any other, so a benchmark checks before it times.
-func CheckFinite(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) error {
+// ctx stops the engine's build (NewContext).
+func CheckFinite(ctx context.Context, be bridge.Backend, cfg *model.Config, src model.Source, opts Options) error {
 	opts.Profile = false
 	opts.AvailableMemory = 0
-	e, err := New(be, cfg, src, opts)
+	e, err := NewContext(ctx, be, cfg, src, opts)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -74,13 +75,13 @@ func llamaFixture(t *testing.T) (*model.Config, model.Source) {
 func TestNonFiniteLogitsFail(t *testing.T) {
 	cfg, src := llamaFixture(t)
 	be := cpu.New(cpu.Options{})
-	if err := CheckFinite(be, cfg, src, Options{}); err != nil {
+	if err := CheckFinite(context.Background(), be, cfg, src, Options{}); err != nil {
 		t.Fatalf("the healthy fixture: %v", err)
 	}
 	const q = "model.layers.0.self_attn.q_proj.weight"
 	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
 		bad := poisoned{Source: src, name: q, v: v}
-		err := CheckFinite(be, cfg, bad, Options{})
+		err := CheckFinite(context.Background(), be, cfg, bad, Options{})
 		var nf *NonFiniteError
 		if !errors.As(err, &nf) {
 			t.Errorf("weights of %v: %v, want a NonFiniteError", v, err)
@@ -119,7 +120,7 @@ func TestNonFinitePackedNamesTheTensor(t *testing.T) {
 	}
 	defer src.Close()
 	const k = "model.layers.1.self_attn.k_proj.weight"
-	err = CheckFinite(cpu.New(cpu.Options{}), cfg, poisonedPacked{Source: src, name: k}, Options{})
+	err = CheckFinite(context.Background(), cpu.New(cpu.Options{}), cfg, poisonedPacked{Source: src, name: k}, Options{})
 	var nf *NonFiniteError
 	if !errors.As(err, &nf) || nf.Tensor != k || !strings.Contains(err.Error(), "qwen3_moe-q4_0.gguf") {
 		t.Fatalf("got %v, want a NonFiniteError naming the file and %s", err, k)
@@ -182,7 +183,7 @@ func TestCheckLogitsCatchesNonFiniteDecodeSteps(t *testing.T) {
 	}
 	const embed = "model.embed_tokens.weight"
 	bad := poisonedRow{Source: src, name: embed, row: int(first)}
-	if err := CheckFinite(be, cfg, bad, Options{}); err != nil {
+	if err := CheckFinite(context.Background(), be, cfg, bad, Options{}); err != nil {
 		t.Fatalf("the first prompt position's logits are finite, yet: %v", err)
 	}
 	for _, tc := range []struct {

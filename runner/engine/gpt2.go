@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -11,7 +12,7 @@ import (
 // bias are cut into q, k and v (rows of the [3·hidden, hidden] matrix the
 // source hands out, packed or not), so attention sees the same three
 // projections as in every other model.
-func uploadGPT2(be bridge.Backend, cfg *model.Config, src model.Source) (*weights, error) {
+func uploadGPT2(ctx context.Context, be bridge.Backend, cfg *model.Config, src model.Source) (*weights, error) {
 	specs := map[string]model.TensorSpec{}
 	for _, s := range cfg.Tensors() {
 		specs[s.Name] = s
@@ -21,6 +22,9 @@ func uploadGPT2(be bridge.Backend, cfg *model.Config, src model.Source) (*weight
 	parts := func(name string, n int) []bridge.Tensor {
 		out := make([]bridge.Tensor, n)
 		if firstErr != nil {
+			return out
+		}
+		if firstErr = stopped(ctx, cfg); firstErr != nil {
 			return out
 		}
 		s, ok := specs[name]

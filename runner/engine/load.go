@@ -4,7 +4,9 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -34,8 +36,9 @@ type weights struct {
 	pos, normB          bridge.Tensor // GPT-2: position table, final LayerNorm bias
 }
 
-// uploadWeights hands every tensor of cfg to the backend.
-func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*weights, error) {
+// uploadWeights hands every tensor of cfg to the backend, until ctx ends
+// (stopped). On an error, the weights are those made before it.
+func uploadWeights(ctx context.Context, be bridge.Backend, cfg *model.Config, src model.Source) (*weights, error) {
 	// A copied weight's file pages are given back, so the weights are
 	// resident once (docs/quantization.md, "Memory"); a backend reused for
 	// another source forgets the last one's.
@@ -47,7 +50,7 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		cd.DropCopied(drop)
 	}
 	if cfg.GPT2() {
-		return uploadGPT2(be, cfg, src)
+		return uploadGPT2(ctx, be, cfg, src)
 	}
 	specs := map[string]model.TensorSpec{}
 	for _, s := range cfg.Tensors() {
@@ -77,6 +80,9 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 	mustBy := func(get func(string) (bridge.Tensor, error)) func(string) bridge.Tensor {
 		return func(name string) bridge.Tensor {
 			if firstErr != nil {
+				return nil
+			}
+			if firstErr = stopped(ctx, cfg); firstErr != nil {
 				return nil
 			}
 			t, err := get(name)
@@ -156,6 +162,54 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		w.layers = append(w.layers, ly)
 	}
 	return w, firstErr
+}
+
+// stopped is the error of a build whose context ended, nil while it runs:
+// both loaders check it before each tensor, so a signal stops a model's
+// build (its weights generated or read, converted and uploaded, minutes
+// for a large one) at the next tensor, not at its end (docs/data.md). The
+// error is ctx's (context.Canceled) and says its cause (the signal).
+func stopped(ctx context.Context, cfg *model.Config) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != err {
+		return fmt.Errorf("%s: loading its weights stopped: %w (%w)", cfg.Name, cause, err)
+	}
+	return fmt.Errorf("%s: loading its weights stopped: %w", cfg.Name, err)
+}
+
+// free hands every tensor of w back to the backend, once each (a tied
+// head is the embedding): a stopped build's, which no engine runs. A
+// tensor of a type that cannot be a map key is a value, freed as it comes.
+func (w *weights) free(be bridge.Backend) {
+	seen := map[bridge.Tensor]bool{}
+	put := func(ts ...bridge.Tensor) {
+		for _, t := range ts {
+			if t == nil {
+				continue
+			}
+			if reflect.TypeOf(t).Comparable() {
+				if seen[t] {
+					continue
+				}
+				seen[t] = true
+			}
+			be.Free(t)
+		}
+	}
+	put(w.embed, w.norm, w.lmHead, w.pos, w.normB)
+	for _, l := range w.layers {
+		put(l.inNorm, l.postNorm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.bo,
+			l.qNorm, l.kNorm, l.gate, l.up, l.down, l.bGate, l.inNormB, l.postNormB, l.bUp, l.bDown)
+		if m := l.moe; m != nil {
+			put(m.Router)
+			put(m.Gate...)
+			put(m.Up...)
+			put(m.Down...)
+		}
+	}
 }
 
 // weightOf hands a tensor's bytes to the backend, aliasing them where the
