@@ -35,10 +35,7 @@ enum E4 { E4A = V4.z, E4B = V4[3] };
 template <int N = V4.w> constexpr int td() { return N; }
 struct Q { int2 q; constexpr int2 get() const { return q.yx; } constexpr int first() const { return q.x; } };
 `
-	cases := []struct {
-		body string
-		want func(i int) float32
-	}{
+	cases := []elementCase{
 		{"constexpr int4 v = int4(1, 2, 3, 4); x[i] += v[i & 3]", func(i int) float32 { return float32(i + i&3 + 1) }},
 		{"constexpr float2 k = float2(0.5f); x[i] += k.x + k.y", func(i int) float32 { return float32(i) + 1 }},
 		{"x[i] += float(H[i & 3]) + K.y", func(i int) float32 { return float32(i+i&3+1) + 0.5 }},
@@ -65,10 +62,5 @@ struct Q { int2 q; constexpr int2 get() const { return q.yx; } constexpr int fir
 		{"x[i] += E4A * 10 + E4B + td()", func(i int) float32 { return float32(i + 38) }},
 		{"constexpr Q p = {int2(5, 6)}; constexpr int c = p.get().x * 10 + p.first(); float a[p.first()] = {1}; x[i] += c + tk<p.get().y>() * 100 + a[0]", func(i int) float32 { return float32(i + 566) }},
 	}
-	bodies := make([]string, len(cases))
-	for j, c := range cases {
-		bodies[j] = c.body
-	}
-	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]", bodies, 1,
-		func(j, i int) float32 { return cases[j].want(i) })
+	runElementCases(t, dev, head, cases)
 }

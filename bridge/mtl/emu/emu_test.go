@@ -171,6 +171,25 @@ func runCase(t testing.TB, dev *emu.Device, lib mtl.Library, j, threads int, arg
 	return run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{threads, 1, 1}, args...)
 }
 
+// elementCase is a kernel body over x[i], which holds i when it starts,
+// and the value it leaves there.
+type elementCase struct {
+	body string
+	want func(i int) float32
+}
+
+// runElementCases runs each body as a kernel of one float buffer
+// (runBodies) and checks what it leaves.
+func runElementCases(t *testing.T, dev *emu.Device, head string, cases []elementCase) {
+	t.Helper()
+	bodies := make([]string, len(cases))
+	for j, c := range cases {
+		bodies[j] = c.body
+	}
+	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]", bodies, 1,
+		func(j, i int) float32 { return cases[j].want(i) })
+}
+
 // runBodies builds, after head, a kernel of params for each body, runs
 // each on one threadgroup of 32 threads with each of its nbufs buffers
 // holding 0, 1, ..., 31, and holds x, the first, to want(j, i) for body j.
@@ -2324,10 +2343,7 @@ func TestHalfArithmeticRounds(t *testing.T) {
 	}
 	dev := newDevice(t, opts)
 	inf := float32(math.Inf(1))
-	cases := []struct {
-		body string
-		want func(i int) float32
-	}{
+	cases := []elementCase{
 		// 2049 is no half: it rounds to 2048.
 		{"const half a = half(2048 + x[i] * 0), b = half(1); x[i] += float(a + b - a)", func(i int) float32 { return float32(i) }},
 		// 1000 * 1000 overflows a half before the division.
@@ -2338,12 +2354,7 @@ func TestHalfArithmeticRounds(t *testing.T) {
 		{"const bfloat a = bfloat(256 + x[i] * 0), b = bfloat(1); x[i] += float(a + b - a)", func(i int) float32 { return float32(i) }},
 		{"const bfloat2 a = bfloat2(256 + x[i] * 0), b = bfloat2(1); x[i] += float((a + b - a).y)", func(i int) float32 { return float32(i) }},
 	}
-	bodies := make([]string, len(cases))
-	for j, c := range cases {
-		bodies[j] = c.body
-	}
-	runBodies(t, dev, "#include <metal_stdlib>\nusing namespace metal;\n", "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]",
-		bodies, 1, func(j, i int) float32 { return cases[j].want(i) })
+	runElementCases(t, dev, "#include <metal_stdlib>\nusing namespace metal;\n", cases)
 }
 
 // Float to bfloat conversions round to nearest even and keep NaNs, also

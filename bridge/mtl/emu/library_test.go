@@ -34,10 +34,7 @@ float erf(float a) { return a * 2 + 1; }
 	}
 	id := func(l int) float32 { return float32(l) }
 	plus := func(d float32) func(l int) float32 { return func(l int) float32 { return float32(l) + d } }
-	cases := []struct {
-		body string
-		want func(i int) float32
-	}{
+	cases := []elementCase{
 		{"x[i] = simd_shuffle_and_fill_down(x[i], x[i] + 100, ushort(1))", func(i int) float32 { return cluster(i, 32, i+1, id, plus(100)) }},
 		{"x[i] = simd_shuffle_and_fill_up(x[i], x[i] + 100, 2)", func(i int) float32 { return cluster(i, 32, i-2, id, plus(100)) }},
 		{"x[i] = simd_shuffle_and_fill_down(x[i], x[i] + 100, ushort(1), ushort(4))", func(i int) float32 { return cluster(i, 4, i%4+1, id, plus(100)) }},
@@ -80,12 +77,7 @@ float erf(float a) { return a * 2 + 1; }
 			"is_integral_v<short> * 32 + is_unsigned_v<uint> * 64 + !is_floating_point_v<int> * 128 + is_same_v<make_unsigned_t<int>, uint> * 256 + " +
 			"bool_constant<true>::value * 512 + is_convertible_v<int, float> * 1024 + is_integral_v<integral_constant<int, 3>> * 2048", func(i int) float32 { return float32(i + 4095) }},
 	}
-	bodies := make([]string, len(cases))
-	for j, c := range cases {
-		bodies[j] = c.body
-	}
-	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]", bodies, 1,
-		func(j, i int) float32 { return cases[j].want(i) })
+	runElementCases(t, dev, head, cases)
 
 	// A modulo that is no cluster size fails the dispatch at its line.
 	lib := newLibrary(t, dev, `#include <metal_stdlib>
@@ -105,10 +97,7 @@ kernel void k0(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]
 // at x[i] for x[i] = i.
 func TestMatrixOperators(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
-	cases := []struct {
-		body string
-		want func(i int) float32
-	}{
+	cases := []elementCase{
 		{"const float2x2 m = float2x2(float2(1, 2), float2(3, 4)); const float2 r = m * float2(x[i], 1) * 2; x[i] = r.x * 100 + r.y", func(i int) float32 { return float32(200*i + 600 + 4*i + 8) }},
 		{"const float2x2 m = float2x2(float2(1, 2), float2(3, 4)); const float2 r = float2(x[i], 1) * m; x[i] = r.x * 100 + r.y", func(i int) float32 { return float32(103*i + 204) }},
 		{"const float2x2 m = float2x2(float2(1, 2), float2(3, 4)); const float2x2 n = m * m, t = transpose(m); x[i] += n[1][0] * 1000 + t[0][1] * 100 + (2 * m - m)[1][1] * 10 + (-m)[0][0]", func(i int) float32 { return float32(i + 15339) }},
@@ -116,12 +105,7 @@ func TestMatrixOperators(t *testing.T) {
 		{"float2x2 m = float2x2(float2(x[i], 1), float2(2, 3)); m += m; m *= 0.5f; m -= float2x2(float2(1), float2(1)); x[i] = m[0][0] * 10 + m[1][1]", func(i int) float32 { return float32(10*i - 8) }},
 		{"const half2x2 h = half2x2(half2(1, 2), half2(3, 4)); const half2 r = half2(half(x[i]), 1) * h; x[i] = float(r.y)", func(i int) float32 { return float32(3*i + 4) }},
 	}
-	bodies := make([]string, len(cases))
-	for j, c := range cases {
-		bodies[j] = c.body
-	}
-	runBodies(t, dev, "#include <metal_stdlib>\nusing namespace metal;\n", "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]",
-		bodies, 1, func(j, i int) float32 { return cases[j].want(i) })
+	runElementCases(t, dev, "#include <metal_stdlib>\nusing namespace metal;\n", cases)
 }
 
 // A template's type parameter standing for a vector converts by value in
@@ -150,10 +134,7 @@ struct Tr { using v4 = float4; };
 template <typename T> typename T::v4 dep(int4 v) { return typename T::v4(v) + (typename T::v4)v; }
 template <typename T4> T4 named(int4 v) { using V = T4; typedef T4 W; using D = decltype(T4()); return V(v) + (W)v + static_cast<V>(v) + D(v); }
 `
-	cases := []struct {
-		body string
-		want func(i int) float32
-	}{
+	cases := []elementCase{
 		{"x[i] = ctor<float4>(int4(int(x[i]))).x", func(i int) float32 { return float32(i) }},
 		{"x[i] = cast<float4>(int4(int(x[i]))).y + cast<int2>(float2(x[i] + 0.5f)).x * 100", func(i int) float32 { return float32(101 * i) }},
 		{"x[i] = scast<float4>(int4(int(x[i]))).z", func(i int) float32 { return float32(i) }},
@@ -164,12 +145,7 @@ template <typename T4> T4 named(int4 v) { using V = T4; typedef T4 W; using D = 
 		{"x[i] = named<float4>(int4(int(x[i]))).x", func(i int) float32 { return float32(4 * i) }},
 		{"const int4 a = int4(int(x[i])); x[i] = S4::f4(a).x + ((S4::f4)a).y * 10 + dep<Tr>(a).z * 100 + decltype(float4())(a).w * 1000 + ((decltype(float4()))a).x * 10000", func(i int) float32 { return float32(i + 10*i + 200*i + 1000*i + 10000*i) }},
 	}
-	bodies := make([]string, len(cases))
-	for j, c := range cases {
-		bodies[j] = c.body
-	}
-	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]",
-		bodies, 1, func(j, i int) float32 { return cases[j].want(i) })
+	runElementCases(t, dev, head, cases)
 }
 
 // TestLibraryBFloatMath builds math and simd functions for bfloat declared
