@@ -18,6 +18,7 @@ func uploadGPT2(ctx context.Context, be bridge.Backend, cfg *model.Config, src m
 		specs[s.Name] = s
 	}
 	var firstErr error
+	w := &weights{}
 	// parts cuts the tensor's first dimension into that many equal pieces.
 	parts := func(name string, n int) []bridge.Tensor {
 		out := make([]bridge.Tensor, n)
@@ -38,10 +39,12 @@ func uploadGPT2(ctx context.Context, be bridge.Backend, cfg *model.Config, src m
 		} else if isPacked {
 			for i, part := range p.Rows(s.Shape, n) {
 				ps := model.TensorSpec{Name: s.Name, Shape: []int{s.Shape[0] / n, s.Shape[1]}, Matrix: true}
-				if out[i], err = packedWeight(be, src, name, ps, part); err != nil {
+				t, err := packedWeight(be, src, name, ps, part)
+				if err != nil {
 					firstErr = err
 					return out
 				}
+				out[i] = w.keep(t)
 			}
 			return out
 		}
@@ -53,16 +56,18 @@ func uploadGPT2(ctx context.Context, be bridge.Backend, cfg *model.Config, src m
 		shape := append([]int{s.Shape[0] / n}, s.Shape[1:]...)
 		step := len(data) / n
 		for i := range out {
-			if out[i], err = weightOf(be, src, dt, shape, data[i*step:(i+1)*step]); err != nil {
+			t, err := weightOf(be, src, dt, shape, data[i*step:(i+1)*step])
+			if err != nil {
 				firstErr = fmt.Errorf("%s: %w", name, err)
 				return out
 			}
+			out[i] = w.keep(t)
 		}
 		return out
 	}
 	one := func(name string) bridge.Tensor { return parts(name, 1)[0] }
-	w := &weights{embed: one(model.GPT2Embed), pos: one(model.GPT2Positions),
-		norm: one(model.GPT2FinalNorm + "weight"), normB: one(model.GPT2FinalNorm + "bias")}
+	w.embed, w.pos = one(model.GPT2Embed), one(model.GPT2Positions)
+	w.norm, w.normB = one(model.GPT2FinalNorm+"weight"), one(model.GPT2FinalNorm+"bias")
 	w.lmHead = w.embed
 	if !cfg.TieEmbed {
 		w.lmHead = one("lm_head.weight")

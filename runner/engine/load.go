@@ -34,6 +34,18 @@ type weights struct {
 	embed, norm, lmHead bridge.Tensor
 	layers              []layer
 	pos, normB          bridge.Tensor // GPT-2: position table, final LayerNorm bias
+	// made is every tensor the loaders had the backend make, as it was
+	// made: what free hands back, so that no list of the fields above
+	// stands beside them for a field added later to be missing from.
+	made []bridge.Tensor
+}
+
+// keep records t, made for w by the backend, and returns it.
+func (w *weights) keep(t bridge.Tensor) bridge.Tensor {
+	if t != nil {
+		w.made = append(w.made, t)
+	}
+	return t
 }
 
 // uploadWeights hands every tensor of cfg to the backend, until ctx ends
@@ -77,6 +89,7 @@ func uploadWeights(ctx context.Context, be bridge.Backend, cfg *model.Config, sr
 		return t, nil
 	}
 	var firstErr error
+	w := &weights{}
 	mustBy := func(get func(string) (bridge.Tensor, error)) func(string) bridge.Tensor {
 		return func(name string) bridge.Tensor {
 			if firstErr != nil {
@@ -88,8 +101,9 @@ func uploadWeights(ctx context.Context, be bridge.Backend, cfg *model.Config, sr
 			t, err := get(name)
 			if err != nil {
 				firstErr = err
+				return nil
 			}
-			return t
+			return w.keep(t)
 		}
 	}
 	must := mustBy(get)
@@ -108,7 +122,7 @@ func uploadWeights(ctx context.Context, be bridge.Backend, cfg *model.Config, sr
 		}
 		return t, nil
 	})
-	w := &weights{embed: must("model.embed_tokens.weight"), norm: must("model.norm.weight")}
+	w.embed, w.norm = must("model.embed_tokens.weight"), must("model.norm.weight")
 	if cfg.TieEmbed {
 		w.lmHead = w.embed
 	} else {
@@ -180,36 +194,22 @@ func stopped(ctx context.Context, cfg *model.Config) error {
 	return fmt.Errorf("%s: loading its weights stopped: %w", cfg.Name, err)
 }
 
-// free hands every tensor of w back to the backend, once each (a tied
-// head is the embedding): a stopped build's, which no engine runs. A
-// tensor of a type that cannot be a map key is a value, freed as it comes.
+// free hands every tensor the loader made for w back to the backend, once
+// each (a backend that keeps weights by their bytes may hand one out
+// twice): a stopped build's, which no engine runs. A tensor of a type that
+// cannot be a map key is a value, freed as it comes.
 func (w *weights) free(be bridge.Backend) {
 	seen := map[bridge.Tensor]bool{}
-	put := func(ts ...bridge.Tensor) {
-		for _, t := range ts {
-			if t == nil {
+	for _, t := range w.made {
+		if reflect.TypeOf(t).Comparable() {
+			if seen[t] {
 				continue
 			}
-			if reflect.TypeOf(t).Comparable() {
-				if seen[t] {
-					continue
-				}
-				seen[t] = true
-			}
-			be.Free(t)
+			seen[t] = true
 		}
+		be.Free(t)
 	}
-	put(w.embed, w.norm, w.lmHead, w.pos, w.normB)
-	for _, l := range w.layers {
-		put(l.inNorm, l.postNorm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.bo,
-			l.qNorm, l.kNorm, l.gate, l.up, l.down, l.bGate, l.inNormB, l.postNormB, l.bUp, l.bDown)
-		if m := l.moe; m != nil {
-			put(m.Router)
-			put(m.Gate...)
-			put(m.Up...)
-			put(m.Down...)
-		}
-	}
+	w.made = nil
 }
 
 // weightOf hands a tensor's bytes to the backend, aliasing them where the

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// ledger is the CPU backend keeping every tensor it makes (weights, packed
+// weights, allocations) until it is handed back, and every hand-back of a
+// tensor it did not make or had already taken back.
+type ledger struct {
+	*cpu.Backend
+	live    map[bridge.Tensor]string // what made it
+	weights int                      // weights made, packed or not
+	bad     []string
+}
+
+func newLedger() *ledger {
+	return &ledger{Backend: cpu.New(cpu.Options{}), live: map[bridge.Tensor]string{}}
+}
+
+func (l *ledger) made(t bridge.Tensor, err error, how string, shape []int) (bridge.Tensor, error) {
+	if err == nil {
+		l.live[t] = fmt.Sprintf("%s %v", how, shape)
+	}
+	return t, err
+}
+
+func (l *ledger) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tensor, error) {
+	l.weights++
+	t, err := l.Backend.Weight(dt, shape, data)
+	return l.made(t, err, "weight", shape)
+}
+
+func (l *ledger) QuantWeight(spec quant.Spec, shape []int, data, scales, biases []byte) (bridge.Tensor, error) {
+	l.weights++
+	t, err := l.Backend.QuantWeight(spec, shape, data, scales, biases)
+	return l.made(t, err, "packed weight", shape)
+}
+
+func (l *ledger) Alloc(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
+	t, err := l.Backend.Alloc(dt, shape...)
+	return l.made(t, err, "allocation", shape)
+}
+
+func (l *ledger) Free(t bridge.Tensor) {
+	if _, ok := l.live[t]; !ok {
+		l.bad = append(l.bad, fmt.Sprintf("freed a tensor not live (%v %v)", t.DType(), t.Shape()))
+	}
+	delete(l.live, t)
+	l.Backend.Free(t)
+}
+
+// left says what of l is still live or was freed wrongly, "" when nothing.
+func (l *ledger) left() string {
+	var b strings.Builder
+	for _, s := range l.bad {
+		fmt.Fprintf(&b, "%s; ", s)
+	}
+	if len(l.live) > 0 {
+		fmt.Fprintf(&b, "%d tensors never freed, e.g.", len(l.live))
+		n := 0
+		for _, how := range l.live {
+			if n++; n > 3 {
+				break
+			}
+			fmt.Fprintf(&b, " %s;", how)
+		}
+	}
+	return b.String()
+}
+
+// Every tensor the loaders make is handed back once by weights.free, and
+// every other one (KV cache, workspaces) by Close: for dense models with
+// each optional weight (biases of attention and MLP, QK-norm), MoE ones
+// with float, packed and partly packed experts, GPT-2's own loader (q, k
+// and v cut from c_attn, packed too), GGUF files, and builds stopped part
+// way by their context. A weight field the release forgets leaks device
+// memory on every build (docs/architecture.md).
+func TestWeightsFreedAsMade(t *testing.T) {
+	for _, path := range []string{
+		"../testdata/hf/llama",
+		"../testdata/hf/llama_bias",
+		"../testdata/hf/llama_mlp_bias",
+		"../testdata/hf/qwen2",
+		"../testdata/hf/qwen3",
+		"../testdata/hf/qwen3_moe",
+		"../testdata/hf/mixtral",
+		"../testdata/hf/gpt2",
+		"../testdata/hf/gpt2_untied",
+		"../testdata/mlx/llama-q4",
+		"../testdata/mlx/llama_mlp_bias-q4",
+		"../testdata/mlx/qwen3_moe-q4",
+		"../testdata/mlx/qwen3_moe-q4-partial",
+		"../testdata/mlx/gpt2-q4",
+		"../testdata/gguf/llama-q4_k_m.gguf",
+		"../testdata/gguf/llamacpp-gpt2-q8_0.gguf",
+	} {
+		cfg, src, err := model.Open(model.Spec{Model: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.Close() })
+		all := len(cfg.Tensors())
+		t.Run(path[len("../testdata/"):]+"/built", func(t *testing.T) {
+			be := newLedger()
+			e, err := New(be, cfg, src, Options{KVTokens: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A step or two, so that workspaces are made too.
+			if err := e.Add(Request{ID: 1, Prompt: []int32{1, 2, 3}, MaxNewTokens: 2}); err != nil {
+				t.Fatal(err)
+			}
+			for e.Pending() {
+				if _, err := e.Step(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.Close()
+			for tt, how := range be.live {
+				if !strings.Contains(how, "weight") {
+					t.Errorf("Close left a %s (%v) live", how, tt.DType())
+				}
+			}
+			e.w.free(be)
+			if s := be.left(); s != "" {
+				t.Errorf("after Close and the weights' release: %s", s)
+			}
+		})
+		for _, after := range []int{1, all / 2, all - 1} {
+			t.Run(fmt.Sprintf("%s/stopped-after-%d-of-%d", path[len("../testdata/"):], after, all), func(t *testing.T) {
+				ctx, cancel := context.WithCancelCause(context.Background())
+				defer cancel(nil)
+				be := newLedger()
+				var stop model.Source = &stopAfter{Source: src, after: after, cancel: cancel}
+				if ps, ok := src.(model.PackedSource); ok {
+					stop = &stopAfterPacked{stopAfter: stop.(*stopAfter), packed: ps}
+				}
+				_, err := NewContext(ctx, be, cfg, stop, Options{KVTokens: 64})
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("got %v, want the build stopped", err)
+				}
+				if be.weights == 0 {
+					t.Fatal("stopped before any weight was made")
+				}
+				if s := be.left(); s != "" {
+					t.Errorf("after the stopped build: %s", s)
+				}
+			})
+		}
+	}
+}
+
+// stopAfterPacked is stopAfter over a source that hands out packed
+// matrices, counting those too.
+type stopAfterPacked struct {
+	*stopAfter
+	packed model.PackedSource
+}
+
+func (s *stopAfterPacked) Packed(spec model.TensorSpec) (model.Packed, bool, error) {
+	if s.made++; s.made == s.after {
+		s.cancel(errors.New("interrupt signal received"))
+	}
+	return s.packed.Packed(spec)
+}
