@@ -196,3 +196,77 @@ func TestGGUFFloatDTypeOfMatrices(t *testing.T) {
 		})
 	}
 }
+
+// A checkpoint kept as stored loads each matrix in the dtype its file
+// holds it in; the weights' figure (the fit check's, `mtlbench models`')
+// is the bytes so loaded, an F32 matrix beside bf16 ones (a head kept in
+// f32, one shard in another dtype) at its four bytes a value, not at the
+// two of the dtype the first half-precision matrix sets
+// (docs/architecture.md, "The KV cache").
+func TestWeightBytesAsLoaded(t *testing.T) {
+	// toBF16 rewrites the tensors keep picks (f32) as bf16, their high
+	// halves.
+	toBF16 := func(keep func(name string) bool) func([]safetensors.WriteTensor) []safetensors.WriteTensor {
+		return func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+			for i, w := range ts {
+				if w.DType != "F32" || !keep(w.Name) {
+					continue
+				}
+				half := make([]byte, len(w.Data)/2)
+				for j := range len(w.Data) / 4 {
+					copy(half[2*j:], w.Data[4*j+2:4*j+4])
+				}
+				ts[i].DType, ts[i].Data = "BF16", half
+			}
+			return ts
+		}
+	}
+	named := func(names ...string) func(string) bool {
+		return func(n string) bool { return slices.Contains(names, n) }
+	}
+	but := func(names ...string) func(string) bool {
+		return func(n string) bool { return !slices.Contains(names, n) }
+	}
+	for _, c := range []struct {
+		name, from string
+		edit       func([]safetensors.WriteTensor) []safetensors.WriteTensor
+	}{
+		{"llama as stored", "../testdata/hf/llama", nil},
+		{"llama all bf16", "../testdata/hf/llama", toBF16(but())},
+		{"llama head in bf16", "../testdata/hf/llama", toBF16(named("lm_head.weight"))},
+		{"llama all bf16 but the head", "../testdata/hf/llama", toBF16(but("lm_head.weight"))},
+		{"llama layer 1 in f32", "../testdata/hf/llama", toBF16(func(n string) bool { return !strings.HasPrefix(n, "model.layers.1.") })},
+		{"qwen3-moe one expert in f32", "../testdata/hf/qwen3_moe", toBF16(but("model.layers.0.mlp.experts.1.up_proj.weight"))},
+		{"gpt2 c_fc in bf16", "../testdata/hf/gpt2", toBF16(func(n string) bool { return strings.HasSuffix(n, "mlp.c_fc.weight") })},
+		{"mlx llama-q4 as stored", "../testdata/mlx/llama-q4", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := c.from
+			if c.edit != nil {
+				dir = rewriteFolder(t, c.from, nil, c.edit, nil)
+			}
+			cfg, src, err := Open(Spec{Model: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			var loaded int64
+			for _, s := range cfg.Tensors() {
+				if p, ok, err := src.(PackedSource).Packed(s); err != nil {
+					t.Fatal(err)
+				} else if ok {
+					loaded += int64(len(p.Data) + len(p.Scales) + len(p.Biases))
+					continue
+				}
+				_, b, err := src.Tensor(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				loaded += int64(len(b))
+			}
+			if got := cfg.WeightBytes(src.DType()); got != loaded {
+				t.Errorf("weights counted at %d bytes (matrices in %v), loaded in %d", got, src.DType(), loaded)
+			}
+		})
+	}
+}

@@ -14,7 +14,9 @@ import (
 // quantized preset's name, an mlx-lm config's "quantization", or a GGUF
 // file's tensor types. docs/quantization.md describes the formats.
 type QuantScheme struct {
-	// Name is the preset format (q4, q6, q4_k_m, q8_0, ...), "mlx" or "gguf".
+	// Name is the preset format (q4, q6, q4_k_m, q8_0, ...), "mlx" or
+	// "gguf"; "safetensors" for a float folder's, which packs nothing and
+	// only names its F32 matrices.
 	Name string
 	// Default packs every matrix not in Per.
 	Default *quant.Spec
@@ -22,7 +24,9 @@ type QuantScheme struct {
 	// in floats.
 	Per map[string]*quant.Spec
 	// F32 names float matrices held in f32 whatever the run's dtype:
-	// llama.cpp's files keep MoE routers (ffn_gate_inp) in F32.
+	// llama.cpp's files keep MoE routers (ffn_gate_inp) in F32, and a
+	// checkpoint kept as stored may hold any matrix in F32 beside
+	// half-precision ones.
 	F32 map[string]bool
 }
 

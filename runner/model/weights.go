@@ -791,8 +791,38 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	}
 	if ck.keep {
 		ck.dtype = ck.readDType(cfg)
+		ck.keptInF32(cfg)
 	}
 	return cfg, ck, nil
+}
+
+// keptInF32 marks the float matrices cfg reads that the folder stores in
+// F32 beside half-precision ones (QuantScheme.F32): kept as stored, each
+// loads at four bytes a value, and the fit check and memory figures count
+// them so, as a GGUF file's F32 matrices beside F16 ones are counted, not
+// at the two bytes of the dtype the first matrix sets (readDType).
+func (c *Checkpoint) keptInF32(cfg *Config) {
+	if c.dtype == bridge.F32 {
+		return
+	}
+	for _, t := range cfg.Tensors() {
+		if !t.Matrix {
+			continue
+		}
+		if _, packed, err := c.packed(t, false, quant.Spec{}); err != nil || packed {
+			continue
+		}
+		if _, _, dt, err := c.resolve(t); err != nil || dt != bridge.F32 {
+			continue
+		}
+		if cfg.Quant == nil {
+			cfg.Quant = &QuantScheme{Name: "safetensors"}
+		}
+		if cfg.Quant.F32 == nil {
+			cfg.Quant.F32 = map[string]bool{}
+		}
+		cfg.Quant.F32[t.Name] = true
+	}
 }
 
 // readDType is the float dtype of the matrices cfg reads as the folder
