@@ -236,7 +236,7 @@ func TestWeightBytesAsLoaded(t *testing.T) {
 		{"llama head in bf16", "../testdata/hf/llama", toBF16(named("lm_head.weight"))},
 		{"llama all bf16 but the head", "../testdata/hf/llama", toBF16(but("lm_head.weight"))},
 		{"llama layer 1 in f32", "../testdata/hf/llama", toBF16(func(n string) bool { return !strings.HasPrefix(n, "model.layers.1.") })},
-		{"qwen3-moe one expert in f32", "../testdata/hf/qwen3_moe", toBF16(but("model.layers.0.mlp.experts.1.up_proj.weight"))},
+		{"qwen3-moe routers in f32", "../testdata/hf/qwen3_moe", toBF16(func(n string) bool { return !strings.HasSuffix(n, "mlp.gate.weight") })},
 		{"gpt2 c_fc in bf16", "../testdata/hf/gpt2", toBF16(func(n string) bool { return strings.HasSuffix(n, "mlp.c_fc.weight") })},
 		{"mlx llama-q4 as stored", "../testdata/mlx/llama-q4", nil},
 	} {
@@ -267,6 +267,102 @@ func TestWeightBytesAsLoaded(t *testing.T) {
 			if got := cfg.WeightBytes(src.DType()); got != loaded {
 				t.Errorf("weights counted at %d bytes (matrices in %v), loaded in %d", got, src.DType(), loaded)
 			}
+		})
+	}
+}
+
+// A MoE layer's float experts kept as stored must share one dtype, all
+// three projections: the Metal and CUDA expert kernels read them as one and
+// refused such a layer only at its first step, naming no tensor. It is
+// refused as the model opens, naming two of its tensors; asked for one
+// dtype, the experts are converted to it and the model opens.
+func TestExpertsOfOneDType(t *testing.T) {
+	bf16 := func(f32 []byte) []byte {
+		half := make([]byte, len(f32)/2)
+		for j := range len(f32) / 4 {
+			copy(half[2*j:], f32[4*j+2:4*j+4])
+		}
+		return half
+	}
+	toBF16 := func(keep func(name string) bool) func([]safetensors.WriteTensor) []safetensors.WriteTensor {
+		return func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+			for i, w := range ts {
+				if w.DType == "F32" && !keep(w.Name) {
+					ts[i].DType, ts[i].Data = "BF16", bf16(w.Data)
+				}
+			}
+			return ts
+		}
+	}
+	// ggufBF16 is the GGUF file from with its F32 tensor name in bf16.
+	ggufBF16 := func(t *testing.T, from, name string) string {
+		f, err := gguf.Open(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ti, ok := f.Tensor(name)
+		if !ok || ti.Type != gguf.F32 {
+			t.Fatalf("%s is %v in %s, want an F32 tensor", name, ti.Type, from)
+		}
+		half := bf16(f.Bytes(ti))
+		f.Close()
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		if err := os.WriteFile(p, retypeData(t, b, name, gguf.BF16, half), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	folder := func(from string, keep func(string) bool) func(t *testing.T) string {
+		return func(t *testing.T) string { return rewriteFolder(t, from, nil, toBF16(keep), nil) }
+	}
+	for _, c := range []struct {
+		name string
+		make func(t *testing.T) string
+		want []string // the error's words; none: it opens
+	}{
+		{"qwen3-moe all bf16", folder("../testdata/hf/qwen3_moe", func(string) bool { return false }), nil},
+		{"qwen3-moe router in f32", folder("../testdata/hf/qwen3_moe", func(n string) bool { return strings.HasSuffix(n, "mlp.gate.weight") }), nil},
+		{"qwen3-moe one expert's up in f32", folder("../testdata/hf/qwen3_moe", func(n string) bool { return n == "model.layers.0.mlp.experts.1.up_proj.weight" }),
+			[]string{"experts of layer 0 differ in dtype", `"model.layers.0.mlp.experts.0.gate_proj.weight" is bf16`, `"model.layers.0.mlp.experts.1.up_proj.weight" f32`}},
+		{"qwen3-moe down projections in f32", folder("../testdata/hf/qwen3_moe", func(n string) bool { return strings.HasSuffix(n, "down_proj.weight") }),
+			[]string{"experts of layer 0 differ in dtype", `"model.layers.0.mlp.experts.0.down_proj.weight" f32`}},
+		{"mixtral expert 0 in f32", folder("../testdata/hf/mixtral", func(n string) bool { return strings.Contains(n, ".experts.0.") }),
+			[]string{"experts of layer 0 differ in dtype", `"model.layers.0.block_sparse_moe.experts.0.w1.weight" is f32`, `"model.layers.0.block_sparse_moe.experts.1.w1.weight" bf16`}},
+		{"gguf mixtral as stored", func(*testing.T) string { return "../testdata/gguf/mixtral-f32.gguf" }, nil},
+		{"gguf mixtral down stack in bf16", func(t *testing.T) string {
+			return ggufBF16(t, "../testdata/gguf/mixtral-f32.gguf", "blk.1.ffn_down_exps.weight")
+		}, []string{"experts of layer 1 differ in dtype", `"blk.1.ffn_gate_exps.weight" is f32`, `"blk.1.ffn_down_exps.weight" bf16`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := c.make(t)
+			_, src, err := Open(Spec{Model: p})
+			if c.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				src.Close()
+				return
+			}
+			if err == nil {
+				src.Close()
+				t.Fatalf("opened, want an error saying %q", c.want)
+			}
+			for _, w := range append(c.want, p) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			// Asked for one dtype, every expert is converted to it.
+			bf := bridge.BF16
+			_, src, err = Open(Spec{Model: p, DType: &bf})
+			if err != nil {
+				t.Fatalf("in bf16: %v", err)
+			}
+			src.Close()
 		})
 	}
 }

@@ -246,6 +246,20 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 		return nil, nil, err
 	}
 	cfg.Quant = q
+	if s.keep {
+		err := oneExpertDType(cfg, func(t TensorSpec) (bridge.DType, string, bool) {
+			info, _, err := s.lookup(t)
+			if err != nil {
+				return 0, "", false
+			}
+			dt, ok := map[gguf.Type]bridge.DType{gguf.F32: bridge.F32, gguf.F16: bridge.F16, gguf.BF16: bridge.BF16}[info.Type]
+			return dt, info.Name, ok
+		})
+		if err != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	return cfg, s, nil
 }
 

@@ -353,3 +353,35 @@ func (c *Config) ExpertBytes(dt bridge.DType) int64 {
 	}
 	return n / experts
 }
+
+// oneExpertDType refuses a MoE layer whose float experts, kept as stored,
+// differ in dtype (one expert's projection in f32 beside bf16 ones): the
+// Metal and CUDA expert kernels read all of a layer's experts, its three
+// projections, as one dtype, and would refuse the layer only at the first
+// step, naming no tensor. dtypeOf is a matrix's stored float dtype and its
+// name in the file; ok false where it is packed. A layer the loader runs in
+// f32 (ExpertsInF32) is converted whole.
+func oneExpertDType(c *Config, dtypeOf func(TensorSpec) (dt bridge.DType, name string, ok bool)) error {
+	type first struct {
+		dt   bridge.DType
+		name string
+	}
+	seen := map[int]first{}
+	for _, t := range c.Tensors() {
+		l, _, _, ok := expertName(t.Name)
+		if !ok || c.ExpertsInF32(l) {
+			continue
+		}
+		dt, name, ok := dtypeOf(t)
+		if !ok {
+			continue
+		}
+		f, ok := seen[l]
+		if !ok {
+			seen[l] = first{dt, name}
+		} else if f.dt != dt {
+			return fmt.Errorf("the experts of layer %d differ in dtype: %q is %v, %q %v (the expert kernels read a layer's experts, all three projections, as one dtype)", l, f.name, f.dt, name, dt)
+		}
+	}
+	return nil
+}
