@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -271,12 +272,13 @@ func TestWeightBytesAsLoaded(t *testing.T) {
 	}
 }
 
-// A MoE layer's float experts kept as stored must share one dtype, all
-// three projections: the Metal and CUDA expert kernels read them as one and
-// refused such a layer only at its first step, naming no tensor. It is
-// refused as the model opens, naming two of its tensors; asked for one
-// dtype, the experts are converted to it and the model opens.
-func TestExpertsOfOneDType(t *testing.T) {
+// A MoE layer's experts must be of one packed format a projection, and its
+// float experts kept as stored of one dtype, all three projections: the
+// Metal and CUDA expert kernels read them so and refused such a layer only
+// at its first step, naming no tensor. It is refused as the model opens,
+// naming two of its tensors; asked for one dtype, float experts are
+// converted to it and the model opens.
+func TestExpertsOfOneFormat(t *testing.T) {
 	bf16 := func(f32 []byte) []byte {
 		half := make([]byte, len(f32)/2)
 		for j := range len(f32) / 4 {
@@ -319,6 +321,44 @@ func TestExpertsOfOneDType(t *testing.T) {
 	folder := func(from string, keep func(string) bool) func(t *testing.T) string {
 		return func(t *testing.T) string { return rewriteFolder(t, from, nil, toBF16(keep), nil) }
 	}
+	// unstacked is mlx's Qwen3-MoE fixture with its switch_mlp stacks cut
+	// into a tensor an expert; eight: with layer 0's expert 1 up
+	// projection at 8 bits (its config saying so).
+	unstacked := func(eight bool) func(t *testing.T) string {
+		const up1 = "model.layers.0.mlp.experts.1.up_proj"
+		config := func(c map[string]any) {
+			for _, k := range []string{"quantization", "quantization_config"} {
+				c[k].(map[string]any)[up1] = map[string]any{"group_size": 64, "bits": 8}
+			}
+		}
+		edit := func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+			var out []safetensors.WriteTensor
+			for _, w := range ts {
+				pre, rest, ok := strings.Cut(w.Name, ".switch_mlp.")
+				if !ok {
+					out = append(out, w)
+					continue
+				}
+				n := w.Shape[0]
+				per := len(w.Data) / n
+				for e := range n {
+					x := safetensors.WriteTensor{Name: fmt.Sprintf("%s.experts.%d.%s", pre, e, rest), DType: w.DType, Shape: w.Shape[1:], Data: w.Data[e*per : (e+1)*per]}
+					if eight && x.Name == up1+".weight" {
+						x.Shape = []int{x.Shape[0], 2 * x.Shape[1]}
+						x.Data = make([]byte, 2*len(x.Data))
+					}
+					out = append(out, x)
+				}
+			}
+			return out
+		}
+		return func(t *testing.T) string {
+			if !eight {
+				config = nil
+			}
+			return rewriteFolder(t, "../testdata/mlx/qwen3_moe-q4", config, edit, nil)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		make func(t *testing.T) string
@@ -327,7 +367,7 @@ func TestExpertsOfOneDType(t *testing.T) {
 		{"qwen3-moe all bf16", folder("../testdata/hf/qwen3_moe", func(string) bool { return false }), nil},
 		{"qwen3-moe router in f32", folder("../testdata/hf/qwen3_moe", func(n string) bool { return strings.HasSuffix(n, "mlp.gate.weight") }), nil},
 		{"qwen3-moe one expert's up in f32", folder("../testdata/hf/qwen3_moe", func(n string) bool { return n == "model.layers.0.mlp.experts.1.up_proj.weight" }),
-			[]string{"experts of layer 0 differ in dtype", `"model.layers.0.mlp.experts.0.gate_proj.weight" is bf16`, `"model.layers.0.mlp.experts.1.up_proj.weight" f32`}},
+			[]string{"experts of layer 0 differ in dtype", `"model.layers.0.mlp.experts.0.up_proj.weight" is bf16`, `"model.layers.0.mlp.experts.1.up_proj.weight" f32`}},
 		{"qwen3-moe down projections in f32", folder("../testdata/hf/qwen3_moe", func(n string) bool { return strings.HasSuffix(n, "down_proj.weight") }),
 			[]string{"experts of layer 0 differ in dtype", `"model.layers.0.mlp.experts.0.down_proj.weight" f32`}},
 		{"mixtral expert 0 in f32", folder("../testdata/hf/mixtral", func(n string) bool { return strings.Contains(n, ".experts.0.") }),
@@ -335,7 +375,10 @@ func TestExpertsOfOneDType(t *testing.T) {
 		{"gguf mixtral as stored", func(*testing.T) string { return "../testdata/gguf/mixtral-f32.gguf" }, nil},
 		{"gguf mixtral down stack in bf16", func(t *testing.T) string {
 			return ggufBF16(t, "../testdata/gguf/mixtral-f32.gguf", "blk.1.ffn_down_exps.weight")
-		}, []string{"experts of layer 1 differ in dtype", `"blk.1.ffn_gate_exps.weight" is f32`, `"blk.1.ffn_down_exps.weight" bf16`}},
+		}, []string{"experts of layer 1 differ in dtype", `"blk.1.ffn_gate_exps.weight" is F32`, `"blk.1.ffn_down_exps.weight" BF16`}},
+		{"mlx experts a tensor each", unstacked(false), nil},
+		{"mlx expert 1's up at 8 bits", unstacked(true),
+			[]string{"experts of layer 0 differ in format", `"model.layers.0.mlp.experts.0.up_proj.weight" is affine 4-bit, group 64, bf16 scales`, `"model.layers.0.mlp.experts.1.up_proj.weight" affine 8-bit, group 64, bf16 scales`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := c.make(t)
@@ -356,13 +399,15 @@ func TestExpertsOfOneDType(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			// Asked for one dtype, every expert is converted to it.
-			bf := bridge.BF16
-			_, src, err = Open(Spec{Model: p, DType: &bf})
-			if err != nil {
-				t.Fatalf("in bf16: %v", err)
+			// Asked for one dtype, float experts are converted to it.
+			if strings.Contains(c.want[0], "differ in dtype") {
+				bf := bridge.BF16
+				_, src, err = Open(Spec{Model: p, DType: &bf})
+				if err != nil {
+					t.Fatalf("in bf16: %v", err)
+				}
+				src.Close()
 			}
-			src.Close()
 		})
 	}
 }

@@ -205,9 +205,8 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 	// Every tensor the model needs must be there, readable, of the shape
 	// the metadata implies: checked now, before any work.
 	q := &QuantScheme{Name: "gguf", Per: map[string]*quant.Spec{}}
-	// The kernels read a layer's experts of one projection as one packing:
-	// experts stored a tensor each must agree on theirs.
-	first := map[string]gguf.TensorInfo{}
+	// A layer's experts must be of one format the kernels read
+	// (oneExpertFormat, below, once the scheme is made).
 	used := map[string]bool{}
 	for _, t := range cfg.Tensors() {
 		info, e, err := s.lookup(t)
@@ -216,16 +215,6 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 			return nil, nil, err
 		}
 		used[info.Name] = true
-		if l, _, proj, ok := expertName(t.Name); ok && s.splitExperts {
-			key := fmt.Sprintf("blk.%d.%s", l, ggufProj[proj])
-			if f0, ok := first[key]; !ok {
-				first[key] = info
-			} else if f0.Type != info.Type {
-				f.Close()
-				return nil, nil, fmt.Errorf("%s: the experts of %s differ in type: %q is %v, %q %v (a layer's experts must share one)",
-					path, key, f0.Name, f0.Type, info.Name, info.Type)
-			}
-		}
 		if spec, ok := info.Type.Packing(); ok && !floatsOnly(t) {
 			q.Per[t.Name] = &spec
 		} else {
@@ -246,19 +235,21 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 		return nil, nil, err
 	}
 	cfg.Quant = q
-	if s.keep {
-		err := oneExpertDType(cfg, func(t TensorSpec) (bridge.DType, string, bool) {
-			info, _, err := s.lookup(t)
-			if err != nil {
-				return 0, "", false
-			}
-			dt, ok := map[gguf.Type]bridge.DType{gguf.F32: bridge.F32, gguf.F16: bridge.F16, gguf.BF16: bridge.BF16}[info.Type]
-			return dt, info.Name, ok
-		})
+	err = oneExpertFormat(cfg, func(t TensorSpec) (string, bool, string, bool) {
+		info, _, err := s.lookup(t)
 		if err != nil {
-			f.Close()
-			return nil, nil, fmt.Errorf("%s: %w", path, err)
+			return "", false, "", false
 		}
+		switch info.Type {
+		case gguf.F32, gguf.F16, gguf.BF16:
+			// Kept as stored, or converted to the dtype asked for.
+			return info.Type.String(), true, info.Name, s.keep
+		}
+		return info.Type.String(), false, info.Name, true
+	})
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, s, nil
 }

@@ -734,7 +734,7 @@ func TestGGUFLlamaWithExperts(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	openRefused(t, p, `the experts of blk.1.ffn_down differ in type: "blk.1.ffn_down.0.weight" is Q8_0, "blk.1.ffn_down.2.weight" Q4_0`)
+	openRefused(t, p, `the experts of layer 1 differ in format: "blk.1.ffn_down.0.weight" is Q8_0, "blk.1.ffn_down.2.weight" Q4_0`)
 	moe := func(arch string) map[string]uint32 {
 		return map[string]uint32{arch + ".embedding_length": 8, arch + ".block_count": 1, arch + ".feed_forward_length": 16,
 			arch + ".attention.head_count": 2, arch + ".expert_count": 8, arch + ".expert_used_count": 2}

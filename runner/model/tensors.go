@@ -354,33 +354,52 @@ func (c *Config) ExpertBytes(dt bridge.DType) int64 {
 	return n / experts
 }
 
-// oneExpertDType refuses a MoE layer whose float experts, kept as stored,
-// differ in dtype (one expert's projection in f32 beside bf16 ones): the
-// Metal and CUDA expert kernels read all of a layer's experts, its three
-// projections, as one dtype, and would refuse the layer only at the first
-// step, naming no tensor. dtypeOf is a matrix's stored float dtype and its
-// name in the file; ok false where it is packed. A layer the loader runs in
-// f32 (ExpertsInF32) is converted whole.
-func oneExpertDType(c *Config, dtypeOf func(TensorSpec) (dt bridge.DType, name string, ok bool)) error {
+// oneExpertFormat refuses a MoE layer whose experts the expert kernels
+// cannot read as one: Metal and CUDA take a projection's experts in one
+// packed format, and float experts in one dtype, all three projections,
+// and refused such a layer only at its first step, naming no tensor.
+// formatOf is how a matrix loads, packed (its format) or in floats (its
+// dtype, float true), and its name in the file; ok false where that says
+// nothing (floats converted to a dtype asked for). A layer the loader runs
+// in f32 (ExpertsInF32) is converted whole.
+func oneExpertFormat(c *Config, formatOf func(TensorSpec) (format string, float bool, name string, ok bool)) error {
 	type first struct {
-		dt   bridge.DType
-		name string
+		format, name string
+		float        bool
 	}
-	seen := map[int]first{}
+	byProj := map[string]first{} // by "layer proj"
+	floats := map[int]first{}    // by layer
 	for _, t := range c.Tensors() {
-		l, _, _, ok := expertName(t.Name)
+		l, _, proj, ok := expertName(t.Name)
 		if !ok || c.ExpertsInF32(l) {
 			continue
 		}
-		dt, name, ok := dtypeOf(t)
+		format, float, name, ok := formatOf(t)
 		if !ok {
 			continue
 		}
-		f, ok := seen[l]
-		if !ok {
-			seen[l] = first{dt, name}
-		} else if f.dt != dt {
-			return fmt.Errorf("the experts of layer %d differ in dtype: %q is %v, %q %v (the expert kernels read a layer's experts, all three projections, as one dtype)", l, f.name, f.dt, name, dt)
+		this := first{format, name, float}
+		differ := func(f first) error {
+			what := "format"
+			if f.float && float {
+				what = "dtype"
+			}
+			return fmt.Errorf("the experts of layer %d differ in %s: %q is %s, %q %s (the expert kernels read a projection's experts in one format, and a layer's float experts, all three projections, in one dtype)",
+				l, what, f.name, f.format, name, format)
+		}
+		key := fmt.Sprint(l, " ", proj)
+		if f, seen := byProj[key]; !seen {
+			byProj[key] = this
+		} else if f.format != format {
+			return differ(f)
+		}
+		if !float {
+			continue
+		}
+		if f, seen := floats[l]; !seen {
+			floats[l] = this
+		} else if f.format != format {
+			return differ(f)
 		}
 	}
 	return nil

@@ -792,17 +792,23 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	if ck.keep {
 		ck.dtype = ck.readDType(cfg)
 		ck.keptInF32(cfg)
-		err := oneExpertDType(cfg, func(t TensorSpec) (bridge.DType, string, bool) {
-			if _, packed, err := ck.packed(t, false, quant.Spec{}); err != nil || packed {
-				return 0, "", false
-			}
-			_, info, dt, err := ck.resolve(t)
-			return dt, info.Name, err == nil
-		})
-		if err != nil {
-			ck.Close()
-			return nil, nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	err = oneExpertFormat(cfg, func(t TensorSpec) (string, bool, string, bool) {
+		if _, packed, err := ck.packed(t, false, quant.Spec{}); err != nil {
+			return "", false, "", false
+		} else if packed {
+			q, _ := cfg.Quant.For(t.Name) // the scheme names each packed matrix's format
+			return q.String(), false, ck.stored(t.Name), true
 		}
+		if !ck.keep {
+			return "", true, "", false // converted to the dtype asked for
+		}
+		_, info, dt, err := ck.resolve(t)
+		return dt.String(), true, info.Name, err == nil
+	})
+	if err != nil {
+		ck.Close()
+		return nil, nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return cfg, ck, nil
 }
