@@ -272,12 +272,13 @@ func TestWeightBytesAsLoaded(t *testing.T) {
 	}
 }
 
-// A MoE layer's experts must be of one packed format a projection, and its
-// float experts kept as stored of one dtype, all three projections: the
-// Metal and CUDA expert kernels read them so and refused such a layer only
-// at its first step, naming no tensor. It is refused as the model opens,
-// naming two of its tensors; asked for one dtype, float experts are
-// converted to it and the model opens.
+// A MoE layer's experts must be of one packed format a projection, gate
+// and up in the same one, and its float experts kept as stored of one
+// dtype, all three projections: the Metal and CUDA expert kernels read
+// them so and refused such a layer only at its first step, naming no
+// tensor. It is refused as the model opens, naming two of its tensors;
+// asked for one dtype, float experts are converted to it and the model
+// opens.
 func TestExpertsOfOneFormat(t *testing.T) {
 	bf16 := func(f32 []byte) []byte {
 		half := make([]byte, len(f32)/2)
@@ -367,7 +368,7 @@ func TestExpertsOfOneFormat(t *testing.T) {
 		{"qwen3-moe all bf16", folder("../testdata/hf/qwen3_moe", func(string) bool { return false }), nil},
 		{"qwen3-moe router in f32", folder("../testdata/hf/qwen3_moe", func(n string) bool { return strings.HasSuffix(n, "mlp.gate.weight") }), nil},
 		{"qwen3-moe one expert's up in f32", folder("../testdata/hf/qwen3_moe", func(n string) bool { return n == "model.layers.0.mlp.experts.1.up_proj.weight" }),
-			[]string{"experts of layer 0 differ in dtype", `"model.layers.0.mlp.experts.0.up_proj.weight" is bf16`, `"model.layers.0.mlp.experts.1.up_proj.weight" f32`}},
+			[]string{"experts of layer 0 differ in dtype", `"model.layers.0.mlp.experts.0.gate_proj.weight" is bf16`, `"model.layers.0.mlp.experts.1.up_proj.weight" f32`}},
 		{"qwen3-moe down projections in f32", folder("../testdata/hf/qwen3_moe", func(n string) bool { return strings.HasSuffix(n, "down_proj.weight") }),
 			[]string{"experts of layer 0 differ in dtype", `"model.layers.0.mlp.experts.0.down_proj.weight" f32`}},
 		{"mixtral expert 0 in f32", folder("../testdata/hf/mixtral", func(n string) bool { return strings.Contains(n, ".experts.0.") }),
@@ -376,9 +377,20 @@ func TestExpertsOfOneFormat(t *testing.T) {
 		{"gguf mixtral down stack in bf16", func(t *testing.T) string {
 			return ggufBF16(t, "../testdata/gguf/mixtral-f32.gguf", "blk.1.ffn_down_exps.weight")
 		}, []string{"experts of layer 1 differ in dtype", `"blk.1.ffn_gate_exps.weight" is F32`, `"blk.1.ffn_down_exps.weight" BF16`}},
+		{"gguf gate and up stacks packed differently", func(t *testing.T) string {
+			b, err := os.ReadFile("../testdata/gguf/qwen3_moe-q8_0.gguf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			if err := os.WriteFile(p, retype(t, b, "blk.0.ffn_up_exps.weight", gguf.Q4_0), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, []string{"experts of layer 0 differ in format", `"blk.0.ffn_gate_exps.weight" is Q8_0`, `"blk.0.ffn_up_exps.weight" Q4_0`}},
 		{"mlx experts a tensor each", unstacked(false), nil},
 		{"mlx expert 1's up at 8 bits", unstacked(true),
-			[]string{"experts of layer 0 differ in format", `"model.layers.0.mlp.experts.0.up_proj.weight" is affine 4-bit, group 64, bf16 scales`, `"model.layers.0.mlp.experts.1.up_proj.weight" affine 8-bit, group 64, bf16 scales`}},
+			[]string{"experts of layer 0 differ in format", `"model.layers.0.mlp.experts.0.gate_proj.weight" is affine 4-bit, group 64, bf16 scales`, `"model.layers.0.mlp.experts.1.up_proj.weight" affine 8-bit, group 64, bf16 scales`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := c.make(t)

@@ -356,8 +356,9 @@ func (c *Config) ExpertBytes(dt bridge.DType) int64 {
 
 // oneExpertFormat refuses a MoE layer whose experts the expert kernels
 // cannot read as one: Metal and CUDA take a projection's experts in one
-// packed format, and float experts in one dtype, all three projections,
-// and refused such a layer only at its first step, naming no tensor.
+// packed format, the gate and up projections' in the same one (they are
+// staged together), and float experts in one dtype, all three projections;
+// they refused such a layer only at its first step, naming no tensor.
 // formatOf is how a matrix loads, packed (its format) or in floats (its
 // dtype, float true), and its name in the file; ok false where that says
 // nothing (floats converted to a dtype asked for). A layer the loader runs
@@ -384,8 +385,11 @@ func oneExpertFormat(c *Config, formatOf func(TensorSpec) (format string, float 
 			if f.float && float {
 				what = "dtype"
 			}
-			return fmt.Errorf("the experts of layer %d differ in %s: %q is %s, %q %s (the expert kernels read a projection's experts in one format, and a layer's float experts, all three projections, in one dtype)",
+			return fmt.Errorf("the experts of layer %d differ in %s: %q is %s, %q %s (the expert kernels read a projection's experts in one format, gate and up in the same, and a layer's float experts, all three projections, in one dtype)",
 				l, what, f.name, f.format, name, format)
+		}
+		if proj == "up_proj" {
+			proj = "gate_proj" // read with the gate's experts, in its format
 		}
 		key := fmt.Sprint(l, " ", proj)
 		if f, seen := byProj[key]; !seen {
