@@ -372,14 +372,17 @@ func NewContext(ctx context.Context, be bridge.Backend, cfg *model.Config, src m
 	}
 	w, err := uploadWeights(ctx, be, cfg, src)
 	if err != nil {
-		if ctx.Err() != nil && w != nil {
-			// The run it was for ends: nothing is left on the backend.
+		// No engine runs a failed or stopped build's weights, and none
+		// could free them: nothing of it is left on the backend, where a
+		// run's later cases would load beside it.
+		if w != nil {
 			w.free(be)
 		}
 		return nil, err
 	}
 	kv, err := cache.New(blocks, opts.BlockSize)
 	if err != nil {
+		w.free(be)
 		return nil, err
 	}
 	e := &Engine{be: be, cfg: cfg, src: src, opts: opts, w: w, kv: kv, rotary: cfg.Rotary(), reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, scratch: new(sample.Scratch), wsCap: wsCap, tuned: tuned, kvdt: kvdt,
@@ -388,12 +391,14 @@ func NewContext(ctx context.Context, be bridge.Backend, cfg *model.Config, src m
 		k, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
 		if err != nil {
 			e.Close()
+			w.free(be)
 			return nil, fmt.Errorf("KV cache: %w", err)
 		}
 		v, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
 		if err != nil {
 			be.Free(k)
 			e.Close()
+			w.free(be)
 			return nil, fmt.Errorf("KV cache: %w", err)
 		}
 		e.cache = append(e.cache, bridge.KVCache{K: k, V: v, BlockSize: opts.BlockSize})

@@ -21,7 +21,13 @@ type ledger struct {
 	live    map[bridge.Tensor]string // what made it
 	weights int                      // weights made, packed or not
 	bad     []string
+	// refuse, when positive, is the weight the ledger refuses, as a
+	// device out of memory would; refuseAlloc refuses every allocation.
+	refuse      int
+	refuseAlloc bool
 }
+
+var errNoMemory = errors.New("out of device memory")
 
 func newLedger() *ledger {
 	return &ledger{Backend: cpu.New(cpu.Options{}), live: map[bridge.Tensor]string{}}
@@ -35,18 +41,25 @@ func (l *ledger) made(t bridge.Tensor, err error, how string, shape []int) (brid
 }
 
 func (l *ledger) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tensor, error) {
-	l.weights++
+	if l.weights++; l.weights == l.refuse {
+		return nil, errNoMemory
+	}
 	t, err := l.Backend.Weight(dt, shape, data)
 	return l.made(t, err, "weight", shape)
 }
 
 func (l *ledger) QuantWeight(spec quant.Spec, shape []int, data, scales, biases []byte) (bridge.Tensor, error) {
-	l.weights++
+	if l.weights++; l.weights == l.refuse {
+		return nil, errNoMemory
+	}
 	t, err := l.Backend.QuantWeight(spec, shape, data, scales, biases)
 	return l.made(t, err, "packed weight", shape)
 }
 
 func (l *ledger) Alloc(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
+	if l.refuseAlloc {
+		return nil, errNoMemory
+	}
 	t, err := l.Backend.Alloc(dt, shape...)
 	return l.made(t, err, "allocation", shape)
 }
@@ -154,6 +167,53 @@ func TestWeightsFreedAsMade(t *testing.T) {
 				}
 				if s := be.left(); s != "" {
 					t.Errorf("after the stopped build: %s", s)
+				}
+			})
+		}
+	}
+}
+
+// A build that fails part way (a weight the device has no memory for, a
+// KV cache it cannot hold) returns no engine, so nothing would ever free
+// what it made: it hands back every tensor it made, as a stopped build
+// does, and a run's later cases on the backend load into that memory, not
+// beside it.
+func TestFailedBuildFreesWhatItMade(t *testing.T) {
+	for _, path := range []string{
+		"../testdata/hf/llama",
+		"../testdata/hf/qwen3_moe",
+		"../testdata/hf/gpt2",
+		"../testdata/mlx/qwen3_moe-q4",
+		"../testdata/mlx/gpt2-q4",
+	} {
+		cfg, src, err := model.Open(model.Spec{Model: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.Close() })
+		all := len(cfg.Tensors())
+		for _, c := range []struct {
+			name        string
+			refuse      int
+			refuseAlloc bool
+		}{
+			{"weight 2 refused", 2, false},
+			{fmt.Sprintf("weight %d refused", all/2), all / 2, false},
+			{"KV cache refused", 0, true},
+		} {
+			t.Run(path[len("../testdata/"):]+"/"+c.name, func(t *testing.T) {
+				be := newLedger()
+				be.refuse, be.refuseAlloc = c.refuse, c.refuseAlloc
+				e, err := New(be, cfg, src, Options{KVTokens: 64})
+				if err == nil {
+					e.Close()
+					t.Fatal("built, want the refusal")
+				}
+				if !errors.Is(err, errNoMemory) {
+					t.Fatalf("got %v, want the backend's refusal", err)
+				}
+				if s := be.left(); s != "" {
+					t.Errorf("after the failed build: %s", s)
 				}
 			})
 		}

@@ -196,8 +196,8 @@ func stopped(ctx context.Context, cfg *model.Config) error {
 
 // free hands every tensor the loader made for w back to the backend, once
 // each (a backend that keeps weights by their bytes may hand one out
-// twice): a stopped build's, which no engine runs. A tensor of a type that
-// cannot be a map key is a value, freed as it comes.
+// twice): a failed or stopped build's, which no engine runs. A tensor of a
+// type that cannot be a map key is a value, freed as it comes.
 func (w *weights) free(be bridge.Backend) {
 	seen := map[bridge.Tensor]bool{}
 	for _, t := range w.made {
