@@ -35,7 +35,8 @@ type Checkpoint struct {
 }
 
 type index struct {
-	WeightMap map[string]string `json:"weight_map"`
+	// A null is kept apart from "" to be named as what it is.
+	WeightMap map[string]*string `json:"weight_map"`
 }
 
 // Memory is the memory the checkpoint's files hold: their mappings.
@@ -195,10 +196,19 @@ func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, 
 	if len(idx.WeightMap) == 0 {
 		return nil, fmt.Errorf("%s: weight_map is empty or missing", idxPath)
 	}
-	var shards []string
-	first := map[string]string{} // a shard's first tensor, which errors about it name
+	weightMap := make(map[string]string, len(idx.WeightMap))
 	for _, name := range slices.Sorted(maps.Keys(idx.WeightMap)) {
 		shard := idx.WeightMap[name]
+		if shard == nil {
+			// transformers' loader fails on it (os.path.join of None).
+			return nil, fmt.Errorf("%s: weight_map[%q] is null, want the name of a shard", idxPath, name)
+		}
+		weightMap[name] = *shard
+	}
+	var shards []string
+	first := map[string]string{} // a shard's first tensor, which errors about it name
+	for _, name := range slices.Sorted(maps.Keys(weightMap)) {
+		shard := weightMap[name]
 		// The index is untrusted input: keep it from pointing outside dir.
 		if !filepath.IsLocal(shard) {
 			return nil, fmt.Errorf("%s: tensor %q maps to %q, which is not a file inside the folder", idxPath, name, shard)
@@ -225,15 +235,15 @@ func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, 
 			if !fi.IsDir() {
 				kind = fi.Mode().Type().String()
 			}
-			return nil, fmt.Errorf("%s: tensor %q maps to %q, which is not a file (%s)", idxPath, first[s], idx.WeightMap[first[s]], kind)
+			return nil, fmt.Errorf("%s: tensor %q maps to %q, which is not a file (%s)", idxPath, first[s], weightMap[first[s]], kind)
 		}
 	}
 	return openFiles(dir, paths, func(c *Checkpoint) error {
-		for _, name := range slices.Sorted(maps.Keys(idx.WeightMap)) {
-			want := filepath.Join(dir, idx.WeightMap[name])
+		for _, name := range slices.Sorted(maps.Keys(weightMap)) {
+			want := filepath.Join(dir, weightMap[name])
 			i, ok := c.where[name]
 			if !ok || c.files[i].path != want {
-				return fmt.Errorf("%s: tensor %q is mapped to %s, which does not contain it", idxPath, name, idx.WeightMap[name])
+				return fmt.Errorf("%s: tensor %q is mapped to %s, which does not contain it", idxPath, name, weightMap[name])
 			}
 		}
 		return nil

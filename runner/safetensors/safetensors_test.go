@@ -543,6 +543,15 @@ func TestOpenDirErrors(t *testing.T) {
 			Write(filepath.Join(dir, "b.safetensors"), ts[1:3], nil)
 			writeIndex(t, dir, map[string]string{ts[0].Name: "a.safetensors", ts[2].Name: "b.safetensors"})
 		}, []string{ts[1].Name, "a.safetensors", "b.safetensors", "in both"}},
+		// A null shard is no file, which transformers' loader fails on
+		// (os.path.join of None): named as the null it is, not as "".
+		{"index maps a tensor to null", func(t *testing.T, dir string) {
+			Write(filepath.Join(dir, "s1.safetensors"), ts[:1], nil)
+			raw := `{"weight_map": {"` + ts[0].Name + `": "s1.safetensors", "lm_head.weight": null}}`
+			if err := os.WriteFile(filepath.Join(dir, IndexName), []byte(raw), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{IndexName, `weight_map["lm_head.weight"] is null`, "want the name of a shard"}},
 		{"index escapes folder", func(t *testing.T, dir string) {
 			writeIndex(t, dir, map[string]string{"w": "../evil.safetensors"})
 		}, []string{IndexName, "../evil.safetensors", "not a file inside"}},
