@@ -534,8 +534,11 @@ func (s *GGUFSource) dequantized(spec TensorSpec) (bridge.DType, []byte, error) 
 func ggufConfig(f *gguf.File) (*Config, error) {
 	bad := func(format string, a ...any) error { return fmt.Errorf("%s: %s", f.Path, fmt.Sprintf(format, a...)) }
 	av, ok := f.KV["general.architecture"]
-	if !ok || av.Type != gguf.String {
-		return nil, bad("no general.architecture string in the metadata")
+	switch {
+	case !ok:
+		return nil, bad("no general.architecture in the metadata: it names the model the file holds")
+	case av.Type != gguf.String:
+		return nil, bad("general.architecture is a %v, want a string (the architecture's name, as gguf-py writes it)", av.Type)
 	}
 	arch := av.Str
 	hf, ok := ggufArchs[arch]

@@ -1197,3 +1197,47 @@ func ggufConfigOf(t *testing.T, path string) (*Config, error) {
 	}
 	return cfg, err
 }
+
+// general.architecture names the model a GGUF file holds: one left out,
+// or of a type other than a string, is refused saying which, and one
+// naming an architecture mtlbench does not run names it.
+func TestGGUFArchitectureKey(t *testing.T) {
+	// file is a GGUF v3 header of no tensors and the one key given (none:
+	// no key), its value of type typ.
+	file := func(t *testing.T, key string, typ uint32, value []byte) string {
+		var b []byte
+		b = append(b, "GGUF"...)
+		b = binary.LittleEndian.AppendUint32(b, 3)
+		b = binary.LittleEndian.AppendUint64(b, 0)
+		if key == "" {
+			b = binary.LittleEndian.AppendUint64(b, 0)
+		} else {
+			b = binary.LittleEndian.AppendUint64(b, 1)
+			b = binary.LittleEndian.AppendUint64(b, uint64(len(key)))
+			b = append(b, key...)
+			b = binary.LittleEndian.AppendUint32(b, typ)
+			b = append(b, value...)
+		}
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	str := func(s string) []byte { return append(binary.LittleEndian.AppendUint64(nil, uint64(len(s))), s...) }
+	for _, c := range []struct {
+		name, key string
+		typ       uint32
+		value     []byte
+		want      string
+	}{
+		{"left out", "", 0, nil, "no general.architecture in the metadata"},
+		{"a u32", "general.architecture", 4, binary.LittleEndian.AppendUint32(nil, 7), "general.architecture is a u32, want a string"},
+		{"a bool", "general.architecture", 7, []byte{1}, "general.architecture is a bool, want a string"},
+		{"unknown", "general.architecture", 8, str("falcon"), `architecture "falcon" is not supported`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			openRefused(t, file(t, c.key, c.typ, c.value), c.want)
+		})
+	}
+}
