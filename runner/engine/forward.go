@@ -12,6 +12,10 @@ type workspace struct {
 	resid, h, q, k, v, attn, o, mlp bridge.Tensor
 	gate, up                        bridge.Tensor // nil for a pure-MoE model
 	hl, logits, argmax              bridge.Tensor
+	// made is every tensor allocated for it, as made: what freeWorkspace
+	// hands back, a workspace cut short by a refused allocation included,
+	// with no list of the fields above to keep beside them.
+	made []bridge.Tensor
 	// bytes is what it holds (workspaceBytes).
 	bytes int64
 	// ops are the step's op lists, by stepOps' variant (gather, argmax), and
@@ -51,21 +55,23 @@ func (e *Engine) workspace(tokens, rows int, busy *workspace) (*workspace, error
 		}
 	}
 	var err error
+	ws := &workspace{bytes: need}
 	alloc := func(dtype bridge.DType, shape ...int) bridge.Tensor {
 		if err != nil {
 			return nil
 		}
-		var t bridge.Tensor
-		t, err = be.Alloc(dtype, shape...)
+		t, aerr := be.Alloc(dtype, shape...)
+		if aerr != nil {
+			err = aerr
+			return nil
+		}
+		ws.made = append(ws.made, t)
 		return t
 	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	ws := &workspace{
-		bytes: need,
-		resid: alloc(dt, tokens, c.Hidden), h: alloc(dt, tokens, c.Hidden),
-		q: alloc(dt, tokens, q), k: alloc(dt, tokens, kv), v: alloc(dt, tokens, kv),
-		attn: alloc(dt, tokens, q), o: alloc(dt, tokens, c.Hidden), mlp: alloc(dt, tokens, c.Hidden),
-	}
+	ws.resid, ws.h = alloc(dt, tokens, c.Hidden), alloc(dt, tokens, c.Hidden)
+	ws.q, ws.k, ws.v = alloc(dt, tokens, q), alloc(dt, tokens, kv), alloc(dt, tokens, kv)
+	ws.attn, ws.o, ws.mlp = alloc(dt, tokens, q), alloc(dt, tokens, c.Hidden), alloc(dt, tokens, c.Hidden)
 	for l := 0; l < c.Layers; l++ {
 		if !c.IsMoELayer(l) {
 			ws.gate, ws.up = alloc(dt, tokens, c.Inter), alloc(dt, tokens, c.Inter)
@@ -78,18 +84,19 @@ func (e *Engine) workspace(tokens, rows int, busy *workspace) (*workspace, error
 		ws.argmax = alloc(bridge.I32, rows)
 	}
 	if err != nil {
+		e.freeWorkspace(ws) // what was made before the refusal
 		return nil, err
 	}
 	e.ws[key] = ws
 	return ws, nil
 }
 
+// freeWorkspace hands back every tensor allocated for w (workspace.made).
 func (e *Engine) freeWorkspace(w *workspace) {
-	for _, t := range []bridge.Tensor{w.resid, w.h, w.q, w.k, w.v, w.attn, w.o, w.mlp, w.gate, w.up, w.hl, w.logits, w.argmax} {
-		if t != nil {
-			e.be.Free(t)
-		}
+	for _, t := range w.made {
+		e.be.Free(t)
 	}
+	w.made = nil
 }
 
 // stepOps returns the step's op list for ws: embeddings, every layer, the

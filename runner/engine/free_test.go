@@ -21,10 +21,11 @@ type ledger struct {
 	live    map[bridge.Tensor]string // what made it
 	weights int                      // weights made, packed or not
 	bad     []string
-	// refuse, when positive, is the weight the ledger refuses, as a
-	// device out of memory would; refuseAlloc refuses every allocation.
-	refuse      int
-	refuseAlloc bool
+	// refuse and refuseAlloc, when positive, are the weight and the
+	// allocation (counting from 1) the ledger refuses, as a device out of
+	// memory would.
+	refuse, refuseAlloc int
+	allocs              int
 }
 
 var errNoMemory = errors.New("out of device memory")
@@ -57,7 +58,7 @@ func (l *ledger) QuantWeight(spec quant.Spec, shape []int, data, scales, biases 
 }
 
 func (l *ledger) Alloc(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
-	if l.refuseAlloc {
+	if l.allocs++; l.allocs == l.refuseAlloc {
 		return nil, errNoMemory
 	}
 	t, err := l.Backend.Alloc(dt, shape...)
@@ -193,13 +194,13 @@ func TestFailedBuildFreesWhatItMade(t *testing.T) {
 		t.Cleanup(func() { src.Close() })
 		all := len(cfg.Tensors())
 		for _, c := range []struct {
-			name        string
-			refuse      int
-			refuseAlloc bool
+			name                string
+			refuse, refuseAlloc int
 		}{
-			{"weight 2 refused", 2, false},
-			{fmt.Sprintf("weight %d refused", all/2), all / 2, false},
-			{"KV cache refused", 0, true},
+			{"weight 2 refused", 2, 0},
+			{fmt.Sprintf("weight %d refused", all/2), all / 2, 0},
+			{"first KV block refused", 0, 1},
+			{"last KV block refused", 0, 2 * cfg.Layers},
 		} {
 			t.Run(path[len("../testdata/"):]+"/"+c.name, func(t *testing.T) {
 				be := newLedger()
@@ -232,4 +233,44 @@ func (s *stopAfterPacked) Packed(spec model.TensorSpec) (model.Packed, bool, err
 		s.cancel(errors.New("interrupt signal received"))
 	}
 	return s.packed.Packed(spec)
+}
+
+// A step's workspace (its activations) that the device cannot hold in full
+// fails the step; what of it was made is handed back, not left on the
+// backend beside the engine's memory, and Close then leaves only the
+// weights (which the backend keeps for the next engine).
+func TestWorkspaceFreedWhenRefused(t *testing.T) {
+	for _, path := range []string{"../testdata/hf/llama", "../testdata/hf/qwen3_moe", "../testdata/hf/gpt2"} {
+		cfg, src, err := model.Open(model.Spec{Model: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.Close() })
+		kv := 2 * cfg.Layers // the cache's allocations, made first
+		for _, n := range []int{1, 2, 5, 9} {
+			t.Run(fmt.Sprintf("%s/workspace allocation %d refused", path[len("../testdata/"):], n), func(t *testing.T) {
+				be := newLedger()
+				be.refuseAlloc = kv + n
+				e, err := New(be, cfg, src, Options{KVTokens: 64})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Add(Request{ID: 1, Prompt: []int32{1, 2, 3}, MaxNewTokens: 2}); err != nil {
+					t.Fatal(err)
+				}
+				for err == nil && e.Pending() {
+					_, err = e.Step()
+				}
+				if !errors.Is(err, errNoMemory) {
+					t.Fatalf("got %v, want the refused allocation's error", err)
+				}
+				e.Close()
+				for tt, how := range be.live {
+					if !strings.Contains(how, "weight") {
+						t.Errorf("a %s (%v) is left after Close", how, tt.DType())
+					}
+				}
+			})
+		}
+	}
 }
