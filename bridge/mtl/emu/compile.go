@@ -424,7 +424,7 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return "", nil, err
 		}
-		if err := os.WriteFile(p, []byte(files[n]), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(hideLoopHints(files[n])), 0o644); err != nil {
 			return "", nil, err
 		}
 	}
@@ -445,7 +445,7 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 		if err != nil {
 			return "", nil, err
 		}
-		cpp, kernels, fcs, err := rewriteUnit(string(pre), n)
+		cpp, kernels, fcs, err := rewriteUnit(restoreLoopHints(string(pre)), n)
 		if err != nil {
 			return "", nil, &CompileError{Msg: err.Error()}
 		}

@@ -207,3 +207,44 @@ func TestLlamaStyleUnary(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaStyleUnrollHints runs testdata/llama_unroll.metal, whose loop
+// hints take macros in their arguments (`#pragma unroll (MIN(NW, 4*NC))`,
+// as llama.cpp's flash attention writes it, and `#pragma clang loop
+// unroll_count(UNROLL_BY)`): Metal expands them, and the emulator, whose
+// preprocessor printed them unexpanded, failed to build ("use of
+// undeclared identifier 'MIN'").
+func TestLlamaStyleUnrollHints(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "llama_unroll.metal")
+	const ne00, rows = 16, 5
+	x := make([]float32, rows*ne00)
+	for i := range x {
+		x[i] = float32((i*5)%17) - 8
+	}
+	for _, c := range []struct {
+		name   string
+		nc, nw int
+	}{{"kernel_chunk_sums_4_3", 4, 3}, {"kernel_chunk_sums_2_8", 2, 8}} {
+		args := make([]byte, 4)
+		binary.LittleEndian.PutUint32(args, ne00)
+		dst := newBuf(t, dev, 4*rows)
+		if err := run(t, dev, pipe(t, lib, c.name, nil), [3]int{1, 1, 1}, [3]int{rows, 1, 1},
+			arg{bytes: args}, arg{buf: f32Buf(t, dev, x)}, arg{buf: dst}); err != nil {
+			t.Fatal(err)
+		}
+		for r, got := range f32s(dst) {
+			var want float32
+			for ch := 0; ch < c.nw; ch++ {
+				var s float32
+				for k := 0; k < c.nc; k++ {
+					s += x[r*ne00+ch*c.nc+k]
+				}
+				want += float32(ch+1) * s
+			}
+			if got != want {
+				t.Errorf("%s: dst[%d] = %v, want %v", c.name, r, got, want)
+			}
+		}
+	}
+}
