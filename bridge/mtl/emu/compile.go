@@ -289,7 +289,7 @@ func (t *toolchain) build(shim, rt []byte) error {
 		}
 	}
 	args := append(append([]string{}, t.flags...), "-c", "emu_runtime.cpp", "-o", "emu_runtime.o")
-	if _, err := t.run(tmp, args...); err != nil {
+	if _, err := t.run(DefaultBuildTimeout, "building the runtime", tmp, args...); err != nil {
 		return fmt.Errorf("msl-emu: building the runtime: %w", err)
 	}
 	if err := os.Rename(tmp, t.dir); err != nil {
@@ -300,14 +300,24 @@ func (t *toolchain) build(shim, rt []byte) error {
 	return nil
 }
 
-func (t *toolchain) run(dir string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+// run runs clang in dir and stops it after limit (none where negative);
+// what says, for that error, what it was doing.
+func (t *toolchain) run(limit time.Duration, what, dir string, args ...string) ([]byte, error) {
+	ctx, cancel := context.Background(), func() {}
+	if limit >= 0 {
+		ctx, cancel = context.WithTimeout(ctx, limit)
+	}
 	defer cancel()
 	cmd := exec.CommandContext(ctx, t.cc.Path, args...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			// Killed, clang says nothing: name the limit it ran past.
+			return nil, &CompileError{Msg: fmt.Sprintf("msl-emu: clang did not finish %s within %v "+
+				"(Options.BuildTimeout; a large library on a slow machine?)", what, limit)}
+		}
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			msg = err.Error()
@@ -428,8 +438,12 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 			return "", nil, err
 		}
 	}
+	limit := o.BuildTimeout
+	if limit == 0 {
+		limit = DefaultBuildTimeout
+	}
 	info := &libInfo{}
-	var units []string
+	var units, sources []string
 	for _, n := range names {
 		if !strings.HasSuffix(n, ".metal") {
 			continue // headers reach the compiler through #include
@@ -441,7 +455,7 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 		// diagnostics name it so (docs/msl-subset.md).
 		args := append([]string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++",
 			"-isystem", filepath.Join(t.dir, "stub"), "-iquote", "."}, defs...)
-		pre, err := t.run(tmp, append(args, n)...)
+		pre, err := t.run(limit, "preprocessing "+n, tmp, append(args, n)...)
 		if err != nil {
 			return "", nil, err
 		}
@@ -465,6 +479,7 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 			return "", nil, err
 		}
 		units = append(units, unit)
+		sources = append(sources, n)
 	}
 	if len(units) == 0 {
 		return "", nil, &CompileError{Msg: "msl-emu: the library has no .metal file"}
@@ -474,7 +489,7 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 	args = append(args, "-I", t.dir, "-include", "metal_stdlib", "-shared")
 	args = append(args, units...)
 	args = append(args, filepath.Join(t.dir, "emu_runtime.o"), "-lm", "-o", "lib.so")
-	if _, err := t.run(tmp, args...); err != nil {
+	if _, err := t.run(limit, "compiling "+strings.Join(sources, ", "), tmp, args...); err != nil {
 		return "", nil, err
 	}
 	b, _ := json.Marshal(info)

@@ -60,6 +60,11 @@ type Options struct {
 	// FootprintWritten), which marks each device access in a bitmap of its
 	// buffer and counts the bitmaps once a dispatch ends.
 	NoFootprint bool
+	// BuildTimeout stops clang where one step of a library's build (its
+	// preprocessing, its compilation) runs longer, failing the build with a
+	// CompileError that names the limit. 0 means DefaultBuildTimeout; a
+	// negative value, no limit.
+	BuildTimeout time.Duration
 	// CacheDir is where compiled libraries are kept; empty means
 	// os.UserCacheDir()/mtlbench/msl-emu (MTLBENCH_EMU_CACHE).
 	CacheDir string
@@ -85,6 +90,9 @@ type Options struct {
 	// or more (docs/msl-subset.md); nil: not told.
 	Notice func(string)
 }
+
+// DefaultBuildTimeout is Options.BuildTimeout's default.
+const DefaultBuildTimeout = 5 * time.Minute
 
 // DefaultDispatchTimeout is Options.DispatchTimeout's default: a
 // threadgroup of the emulator runs for milliseconds, seldom a second.

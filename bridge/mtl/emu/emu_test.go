@@ -766,6 +766,28 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
+// TestBuildTimeout holds a library's build to Options.BuildTimeout: clang
+// stopped at the limit failed the build with "signal: killed" alone, which
+// named neither the limit nor the step it stopped (a library as large as
+// llama.cpp's compiles for longer than the default on two cores).
+func TestBuildTimeout(t *testing.T) {
+	for _, c := range []struct {
+		limit time.Duration
+		want  string
+	}{
+		{time.Nanosecond, "msl-emu: clang did not finish preprocessing slow.metal within 1ns (Options.BuildTimeout"},
+	} {
+		dev := newDevice(t, emu.Options{BuildTimeout: c.limit})
+		// A kernel of its own: a library in the cache is not rebuilt.
+		src := "kernel void build_timeout_k(device float* x [[buffer(0)]]) { x[0] = 1; }\n"
+		_, err := dev.NewLibrary(map[string]string{"slow.metal": src}, mtl.CompileOptions{})
+		var ce *emu.CompileError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("limit %v: got %v, want a CompileError with %q", c.limit, err, c.want)
+		}
+	}
+}
+
 // Metal's min, max, clamp and the other functions the specification
 // declares as T f(T x, T y) (fmax, fmin, pow, fmod, mix, step, ...) take
 // arguments of one type: Apple's compiler rejects min(uint, int) or
