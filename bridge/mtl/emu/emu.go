@@ -91,8 +91,10 @@ type Options struct {
 	Notice func(string)
 }
 
-// DefaultBuildTimeout is Options.BuildTimeout's default.
-const DefaultBuildTimeout = 5 * time.Minute
+// DefaultBuildTimeout is Options.BuildTimeout's default: it stops a clang
+// that hangs, not a large library, and llama.cpp's whole kernel library
+// compiles for 7 minutes on two shared cores (docs/msl-subset.md).
+const DefaultBuildTimeout = 20 * time.Minute
 
 // DefaultDispatchTimeout is Options.DispatchTimeout's default: a
 // threadgroup of the emulator runs for milliseconds, seldom a second.
