@@ -459,7 +459,11 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 		if err != nil {
 			return "", nil, err
 		}
-		cpp, kernels, fcs, err := rewriteUnit(restoreLoopHints(string(pre)), n)
+		text, err := restoreLoopHints(string(pre))
+		if err != nil {
+			return "", nil, &CompileError{Msg: err.Error()}
+		}
+		cpp, kernels, fcs, err := rewriteUnit(text, n)
 		if err != nil {
 			return "", nil, &CompileError{Msg: err.Error()}
 		}

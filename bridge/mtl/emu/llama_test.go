@@ -247,4 +247,8 @@ func TestLlamaStyleUnrollHints(t *testing.T) {
 			}
 		}
 	}
+	// Within a macro's arguments a pragma is refused, as clang refuses it.
+	checkBuild(t, dev, "a loop hint within a macro's arguments",
+		"#define F(x) x\nkernel void k(device float* x [[buffer(0)]]) {\n  x[0] = F(1 +\n#pragma unroll\n  2);\n}\n",
+		mtl.CompileOptions{}, false, 3, "embedding a #pragma directive within macro arguments is not supported")
 }

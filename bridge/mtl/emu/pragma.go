@@ -1,7 +1,9 @@
 package emu
 
 import (
+	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -41,32 +43,40 @@ func hideLoopHints(src string) string {
 }
 
 // restoreLoopHints turns the markers in preprocessed text back into their
-// pragmas, whose arguments now stand expanded. A marker that does not
-// start its line (after a macro's expansion spanning lines) starts a new
-// one, as a pragma must.
-func restoreLoopHints(pre string) string {
+// pragmas, whose arguments now stand expanded. A marker after other tokens
+// on its line came from a pragma within a macro's arguments, which clang
+// refuses: it fails to build at the line of the macro's call, as the line
+// markers of clang's output have it.
+func restoreLoopHints(pre string) (string, error) {
 	if !strings.Contains(pre, "__msl_emu_pragma_") {
-		return pre
+		return pre, nil
 	}
 	var b strings.Builder
-	for _, line := range strings.SplitAfter(pre, "\n") {
-		for _, h := range loopHints {
-			for {
-				i := indexIdent(line, h.marker)
-				if i < 0 {
-					break
-				}
-				lead := line[:i]
-				if strings.TrimSpace(lead) != "" {
-					lead += "\n"
-				}
-				line = lead + "#pragma " + h.words + line[i+len(h.marker):]
-			}
+	file, line := "", 0
+	for _, l := range strings.SplitAfter(pre, "\n") {
+		if m := lineMarkerRE.FindStringSubmatch(l); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			file, line = m[2], n
+			b.WriteString(l)
+			continue
 		}
-		b.WriteString(line)
+		for _, h := range loopHints {
+			i := indexIdent(l, h.marker)
+			if i < 0 {
+				continue
+			}
+			if strings.TrimSpace(l[:i]) != "" {
+				return "", fmt.Errorf("%s:%d: error: embedding a #pragma directive within macro arguments is not supported (#pragma %s)", file, line, h.words)
+			}
+			l = l[:i] + "#pragma " + h.words + l[i+len(h.marker):]
+		}
+		b.WriteString(l)
+		line++
 	}
-	return b.String()
+	return b.String(), nil
 }
+
+var lineMarkerRE = regexp.MustCompile(`^#\s*(\d+)\s+"([^"]*)"`)
 
 // indexIdent is the index of the identifier id in s, standing alone, or -1.
 func indexIdent(s, id string) int {
