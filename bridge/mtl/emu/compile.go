@@ -28,9 +28,10 @@ import (
 var runtimeFS embed.FS
 
 // The generator's own source is part of the cache key, so a change to the
-// rewrite never reuses a library compiled by an older one.
+// rewrite never reuses a library compiled by an older one: every file of
+// the package but those that only run a built library (runtimeOnlyFiles).
 //
-//go:embed lex.go rewrite.go compile.go
+//go:embed lex.go rewrite.go spaceovl.go pragma.go compile.go
 var generatorFS embed.FS
 
 // stubHeaders are the MSL headers kernels include; while preprocessing they
