@@ -243,7 +243,7 @@ func openReadOnly(path string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("results: %w", err)
 	}
 	var last error
-	for _, extra := range readOnlyModes {
+	for _, extra := range readOnlyModesFor(abs) {
 		if strings.Contains(extra, "immutable=1") {
 			// immutable=1 reads the main file alone: the commits still in
 			// the write-ahead log would be silently missing.
@@ -295,6 +295,23 @@ var ErrUnreadWAL = errors.New("its write-ahead log cannot be read")
 // WAL database when its -shm can be used (or created); immutable=1 reads a
 // file in a folder nobody may write (no locks, and no WAL).
 var readOnlyModes = []string{"mode=ro", "mode=ro&immutable=1"}
+
+// readOnlyModesFor is readOnlyModes for the store at abs as it stands. A
+// mode=ro connection makes a -wal and a -shm where the folder may be
+// written and, unable to checkpoint, leaves them behind: where none of
+// SQLite's files is beside the store, no process has it open in WAL mode
+// and every commit is in the file itself, so it is read as immutable and
+// the folder is left as it was. With a -wal or -shm there (a writer
+// running, or one killed), mode=ro shares its index and reads its commits
+// (docs/data.md, "Other commands").
+func readOnlyModesFor(abs string) []string {
+	for _, f := range []string{abs + "-wal", abs + "-shm", abs + "-journal"} {
+		if _, err := os.Lstat(f); err == nil || !errors.Is(err, os.ErrNotExist) {
+			return readOnlyModes
+		}
+	}
+	return readOnlyModes[len(readOnlyModes)-1:]
+}
 
 // ReadOnly reports whether the database was opened for reading only.
 func (db *DB) ReadOnly() bool { return db.readOnly }
