@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/internal/shquote"
@@ -19,7 +20,7 @@ import (
 // it is and for the command that takes it, whether or not it is small
 // enough to read whole.
 func readSuite(path string) ([]byte, error) {
-	if err := danglingLink(path); err != nil {
+	if err := linkTrouble(path); err != nil {
 		return nil, err
 	}
 	data, err := readfile.Read(path, readfile.Suite, "a suite")
@@ -143,16 +144,33 @@ func IsSuite(path string) bool {
 	return err == nil
 }
 
-// danglingLink is the error of a path that is a symbolic link to nothing:
-// the file meant, not a built-in suite's name, and not "no such file",
-// which names no link.
-func danglingLink(path string) error {
-	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+// isFolder says whether path is a folder, or a link resolving to one: never
+// a suite, whatever its name, wherever a suite is named, listed or run
+// (docs/suites.md). A regular file, or a link resolving to one, is a suite
+// file; a link that resolves to nothing is the file meant (linkTrouble).
+func isFolder(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// linkTrouble is the error of a path that is a symbolic link resolving to
+// no file: to nothing (the file meant, not a built-in suite's name, and not
+// "no such file", which names no link), or round a loop of links, an input
+// error as a folder given for a suite is, not a suite found invalid.
+func linkTrouble(path string) error {
+	_, err := os.Stat(path)
+	if err == nil {
 		return nil
 	}
-	target, err := os.Readlink(path)
-	if err != nil {
+	target, lerr := os.Readlink(path)
+	if lerr != nil {
 		return nil
 	}
-	return notFound{fmt.Sprintf("%s: a link to %s, which is not there", path, target)}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return notFound{fmt.Sprintf("%s: a link to %s, which is not there", path, target)}
+	case errors.Is(err, syscall.ELOOP):
+		return readfile.NotA(fmt.Sprintf("%s: a link to %s, in a loop of links that reaches no file", path, target))
+	}
+	return nil
 }

@@ -76,12 +76,12 @@ func Resolve(arg string) (*Suite, error) {
 // repository) is the built-in suite when there is one, as a folder is
 // never a suite.
 func Source(arg string) (file string, data []byte, err error) {
-	if fi, err := os.Stat(arg); err == nil {
-		if !fi.IsDir() || strings.ContainsAny(arg, `/\`) || !slices.Contains(ShippedNames(), strings.TrimSuffix(arg, ".yaml")) {
+	if _, err := os.Stat(arg); err == nil {
+		if !isFolder(arg) || strings.ContainsAny(arg, `/\`) || !slices.Contains(ShippedNames(), strings.TrimSuffix(arg, ".yaml")) {
 			data, err := readSuite(arg)
 			return arg, data, err
 		}
-	} else if lerr := danglingLink(arg); lerr != nil {
+	} else if lerr := linkTrouble(arg); lerr != nil {
 		return "", nil, lerr
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		var pe *fs.PathError

@@ -158,9 +158,11 @@ func info(path, name string, data []byte) Info {
 	return in
 }
 
-// List parses every *.yaml and *.yml file directly in dir, sorted by path.
-// A broken suite is listed with Err set (and whatever name and description
-// could still be read) rather than failing the listing.
+// List parses every *.yaml and *.yml file directly in dir, sorted by path,
+// a link to one too; a folder so named, or a link to one, is no suite and is
+// passed over (isFolder). A broken suite, or a link to no file, is listed
+// with Err set (and whatever name and description could still be read)
+// rather than failing the listing.
 func List(dir string) ([]Info, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -170,10 +172,13 @@ func List(dir string) ([]Info, error) {
 	for _, e := range entries {
 		name := e.Name()
 		ext := strings.ToLower(filepath.Ext(name))
-		if e.IsDir() || (ext != ".yaml" && ext != ".yml") {
+		if ext != ".yaml" && ext != ".yml" {
 			continue
 		}
 		path := filepath.Join(dir, name)
+		if isFolder(path) {
+			continue
+		}
 		data, err := readSuite(path)
 		if err != nil {
 			out = append(out, Info{Path: path, Name: strings.TrimSuffix(name, filepath.Ext(name)), Err: err})
