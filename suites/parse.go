@@ -189,6 +189,11 @@ func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
 			i += n
 		}
 	}
+	if !utf16 {
+		if err := p.strayBOM(data); err != nil {
+			return nil, err
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -209,6 +214,25 @@ func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
 		return nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: "empty suite", Hint: emptySuiteHint}
 	}
 	return doc.Content[0], nil
+}
+
+// strayBOM refuses a byte-order mark (U+FEFF) past the file's first bytes:
+// yaml.v3 passes over one that starts a line but counts it as a column, so
+// a file saved with two (an editor adding one to a file that had one) read
+// as a suite of keys each missing its first letter ("odel").
+func (p *parser) strayBOM(data []byte) error {
+	const bom = "\uFEFF"
+	text := string(data)
+	start := len(text) - len(strings.TrimPrefix(text, bom))
+	i := strings.Index(text[start:], bom)
+	if i < 0 {
+		return nil
+	}
+	before := text[start : start+i]
+	line := strings.Count(before, "\n") + 1
+	col := utf8.RuneCountInString(before[strings.LastIndexByte(before, '\n')+1:]) + 1
+	return &Error{Pos: Pos{p.file, line, col}, Msg: "a byte-order mark (U+FEFF) inside the file",
+		Hint: "a suite may start with one, and hold none past it: remove it (two files joined, or an editor that added a second)"}
 }
 
 // isEmptyNull is a null written as nothing at all, not as ~ or null.
