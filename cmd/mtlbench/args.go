@@ -251,6 +251,9 @@ var nameFlags = []string{
 	"backend", "dtype", "kv-dtype", "model", "history-model", "kernel", "suite", "format", "from",
 	"kind", "metric", "series", "timing", "fit", "fusion", "against", "against-fusion",
 	"strategy", "moe-strategy", "sampling", "witness-gpu", "hardware",
+	// what runs or is recorded, which "" would leave at its default:
+	// tune's default shape, bench without its SLO or its rates
+	"shape", "slo", "request-rate", "date", "source",
 }
 
 // checkFlagArgs refuses, before any work, what the flag parser would take

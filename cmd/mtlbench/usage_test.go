@@ -290,6 +290,11 @@ func TestEmptyNameFlag(t *testing.T) {
 		{[]string{"runs", "--format", "", "--db", db}, `runs: --format "": an empty value`, true},
 		{[]string{"generate", "-m", "qwen3-moe-mini", "--against", ""}, `generate: --against "": an empty value`, true},
 		{[]string{"ab", "ci", "--baseline-bin", ""}, `ab: --baseline-bin "": an empty path`, true},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "", "--dry-run"}, `tune: --shape "": an empty value`, true},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--slo", "", "--print-suite"}, `bench: --slo "": an empty value`, true},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--requests", "8", "--request-rate", "", "--print-suite"}, `bench: --request-rate "": an empty value`, true},
+		{[]string{"history", "import", "kb.md", "--model", "m", "--date", ""}, `history import: --date "": an empty value`, true},
+		{[]string{"history", "import", "kb.md", "--model", "m", "--source="}, `history import: --source "": an empty value`, true},
 		{[]string{"runs", "--tag", "", "--db", db}, "an empty value", false},
 	} {
 		_, _, err := mtl(t, tc.args...)
