@@ -47,6 +47,8 @@ type DB struct {
 	// file is the database file as opened: SQLite goes on writing a file
 	// removed or replaced under it, and what it writes there is lost.
 	file os.FileInfo
+	// onClose runs as Close closes the store (OnClose).
+	onClose []func()
 	// batch, on the DB that Batch hands its function, is the transaction
 	// every statement runs in: the pool's one connection is its.
 	batch *sql.Tx
@@ -599,7 +601,36 @@ func dsn(abs string, busy time.Duration) string {
 }
 
 // Close closes the database.
-func (db *DB) Close() error { return db.sql.Close() }
+func (db *DB) Close() error {
+	err := db.sql.Close()
+	for _, f := range db.onClose {
+		f()
+	}
+	db.onClose = nil
+	return err
+}
+
+// OnClose has Close run f once the store is closed: what watches over a
+// command while it holds the store ends with it.
+func (db *DB) OnClose(f func()) { db.onClose = append(db.onClose, f) }
+
+// CloseWaiting closes the store as Close does, and waits, up to patience,
+// for a statement still running on its connection to end and the
+// connection to close with it: SQLite takes its -wal and -shm away as the
+// last connection closes, so a process about to exit (a signal) leaves the
+// folder as a finished command would. It reports whether the connection
+// closed in time.
+func (db *DB) CloseWaiting(patience time.Duration) bool {
+	db.sql.Close()
+	deadline := time.Now().Add(patience)
+	for db.sql.Stats().OpenConnections > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
 
 // CloseNew closes a store this command made, and where it holds no run
 // (the command failed at its first write: a full disk, an import whose

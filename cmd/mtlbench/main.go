@@ -17,7 +17,11 @@ import (
 )
 
 func main() {
-	if err := run(os.Args, os.Stdin, os.Stdout, os.Stderr); err != nil {
+	err := run(os.Args, os.Stdin, os.Stdout, os.Stderr)
+	if closingOnSignal.Load() {
+		select {} // closeOnSignals ends the process, once the store is closed
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mtlbench:", err)
 		os.Exit(exitCode(err))
 	}

@@ -244,7 +244,10 @@ func openExistingDB(c *cli.Context) (*results.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return opened(c)(results.Open(abs))
+	watch := closeOnSignals(c)
+	db, err := opened(c)(results.Open(abs))
+	watch(db, err)
+	return db, err
 }
 
 // existingDB is the absolute path of the database openDB would open, which
