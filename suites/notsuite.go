@@ -125,7 +125,7 @@ func NotAModel(path string) error {
 // ShippedSuiteHint says, of a model name that is no preset and no path,
 // that it names a built-in suite and how to run it; "" for another name.
 func ShippedSuiteHint(name string) string {
-	base := strings.TrimSuffix(name, ".yaml")
+	base := suiteName(name)
 	if !slices.Contains(ShippedNames(), base) {
 		return ""
 	}
@@ -136,12 +136,23 @@ func ShippedSuiteHint(name string) string {
 // (.yaml, .yml), or one that parses. A reader of another kind of file
 // (a model, a tokenizer) asks it to name a suite given by mistake.
 func IsSuite(path string) bool {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".yaml", ".yml":
+	if suiteName(path) != path {
 		return true
 	}
 	_, err := Load(path)
 	return err == nil
+}
+
+// suiteName is name without a suite file's extension (.yaml or .yml, in
+// any case), the one rule for what names a suite file, by which a folder
+// is listed and a built-in suite named: `run ci.yml` is `run ci`, as a
+// folder's ci.yml is listed as a suite.
+func suiteName(name string) string {
+	switch ext := filepath.Ext(name); strings.ToLower(ext) {
+	case ".yaml", ".yml":
+		return strings.TrimSuffix(name, ext)
+	}
+	return name
 }
 
 // isFolder says whether path is a folder, or a link resolving to one: never

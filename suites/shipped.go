@@ -35,16 +35,17 @@ func ShippedNames() []string {
 	return out
 }
 
-// Shipped returns the text of a built-in suite by name ("ci" or "ci.yaml").
+// Shipped returns the text of a built-in suite by name ("ci", "ci.yaml" or
+// "ci.yml": suiteName).
 func Shipped(name string) ([]byte, error) {
-	base := strings.TrimSuffix(name, ".yaml") + ".yaml"
+	base := suiteName(name) + ".yaml"
 	if base != path.Base(base) {
 		return nil, fmt.Errorf("no built-in suite %q", name)
 	}
 	data, err := shipped.ReadFile(base)
 	if err != nil {
 		guess := ""
-		if d := didYouMean(strings.TrimSuffix(name, ".yaml"), ShippedNames()); d != "" {
+		if d := didYouMean(suiteName(name), ShippedNames()); d != "" {
 			guess = " (" + d + ")"
 		}
 		return nil, notFound{fmt.Sprintf("no suite file or built-in suite %q (built in: %s)%s", name, strings.Join(ShippedNames(), ", "), guess)}
@@ -77,7 +78,7 @@ func Resolve(arg string) (*Suite, error) {
 // never a suite.
 func Source(arg string) (file string, data []byte, err error) {
 	if _, err := os.Stat(arg); err == nil {
-		if !isFolder(arg) || strings.ContainsAny(arg, `/\`) || !slices.Contains(ShippedNames(), strings.TrimSuffix(arg, ".yaml")) {
+		if !isFolder(arg) || strings.ContainsAny(arg, `/\`) || !slices.Contains(ShippedNames(), suiteName(arg)) {
 			data, err := readSuite(arg)
 			return arg, data, err
 		}
@@ -98,7 +99,7 @@ func Source(arg string) (file string, data []byte, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return ShippedPrefix + strings.TrimSuffix(name, ".yaml") + ".yaml", data, nil
+	return ShippedPrefix + suiteName(name) + ".yaml", data, nil
 }
 
 // ListShipped summarises the built-in suites as List does a folder.

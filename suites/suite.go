@@ -171,8 +171,7 @@ func List(dir string) ([]Info, error) {
 	var out []Info
 	for _, e := range entries {
 		name := e.Name()
-		ext := strings.ToLower(filepath.Ext(name))
-		if ext != ".yaml" && ext != ".yml" {
+		if suiteName(name) == name {
 			continue
 		}
 		path := filepath.Join(dir, name)
@@ -181,10 +180,10 @@ func List(dir string) ([]Info, error) {
 		}
 		data, err := readSuite(path)
 		if err != nil {
-			out = append(out, Info{Path: path, Name: strings.TrimSuffix(name, filepath.Ext(name)), Err: err})
+			out = append(out, Info{Path: path, Name: suiteName(name), Err: err})
 			continue
 		}
-		out = append(out, info(path, strings.TrimSuffix(name, filepath.Ext(name)), data))
+		out = append(out, info(path, suiteName(name), data))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil

@@ -118,3 +118,35 @@ func TestStrayByteOrderMark(t *testing.T) {
 		})
 	}
 }
+
+// A built-in suite is named with or without a suite file's extension, by
+// the rule that lists a folder's suites (.yaml or .yml, in any case):
+// `run ci.yml` said there was no suite "ci.yml", not even near one, where
+// a folder's ci.yml is listed as a suite.
+func TestBuiltInNameWithSuiteExtension(t *testing.T) {
+	t.Chdir(t.TempDir()) // no file of these names here: the built-in ones
+	for _, tc := range []struct {
+		name, file, err string
+	}{
+		{"ci", "shipped:ci.yaml", ""},
+		{"ci.yaml", "shipped:ci.yaml", ""},
+		{"ci.yml", "shipped:ci.yaml", ""},
+		{"ci.YAML", "shipped:ci.yaml", ""},
+		{"shipped:ci.yml", "shipped:ci.yaml", ""},
+		{"ci.json", "", `no suite file or built-in suite "ci.json"`},
+		{"kernel.yml", "", `(did you mean "kernels"?)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file, data, err := Source(tc.name)
+			switch {
+			case tc.err == "" && (err != nil || file != tc.file || len(data) == 0):
+				t.Errorf("Source: %q, %d bytes, %v; want %s", file, len(data), err, tc.file)
+			case tc.err != "" && !strings.Contains(errText(err), tc.err):
+				t.Errorf("Source: %v, want an error saying %s", err, tc.err)
+			}
+		})
+	}
+	if ShippedSuiteHint("ci.yml") == "" {
+		t.Error(`ShippedSuiteHint("ci.yml") names no built-in suite`)
+	}
+}
