@@ -510,3 +510,44 @@ func TestOneDateRule(t *testing.T) {
 		})
 	}
 }
+
+// A markdown file as a Windows editor saves it (a byte-order mark, CRLF
+// line ends) imports as the same file without them: the mark read as a
+// cell before the header's first pipe, and every row was refused as one
+// cell short.
+func TestImportMarkdownAsWindowsSavesIt(t *testing.T) {
+	const table = "# Decode\n\n| batch | tok/s |\n|---|---|\n| 1 | 5.5 |\n| 4 | 18 |\n"
+	want, err := ImportMarkdown([]byte(table), Point{Source: "d.md", Model: "m", Date: "2026-01-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, text string
+		noHeading  bool // the table alone: no section to compare
+	}{
+		{"CRLF line ends", strings.ReplaceAll(table, "\n", "\r\n"), false},
+		{"a byte-order mark before the heading", "\uFEFF" + table, false},
+		{"a byte-order mark and CRLF", "\uFEFF" + strings.ReplaceAll(table, "\n", "\r\n"), false},
+		{"a byte-order mark before the table", "\uFEFF" + strings.TrimPrefix(table, "# Decode\n\n"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ImportMarkdown([]byte(tc.text), Point{Source: "d.md", Model: "m", Date: "2026-01-01"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Points) != len(want.Points) {
+				t.Fatalf("%d points, want %d", len(got.Points), len(want.Points))
+			}
+			for i := range got.Points {
+				g, w := got.Points[i], want.Points[i]
+				g.Line, w.Line = 0, 0
+				if tc.noHeading {
+					g.Section, w.Section = "", ""
+				}
+				if !reflect.DeepEqual(g, w) {
+					t.Errorf("point %d: %+v, want %+v", i, g, w)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -67,6 +68,10 @@ func ImportMarkdown(text []byte, defaults Point) (*ImportResult, error) {
 	res := &ImportResult{Mapped: map[string]string{}}
 	var errs []string
 	seen := map[string]int{} // a point's fields but its line -> its line
+	// A Windows editor (Notepad) starts the file with a UTF-8 byte-order
+	// mark: kept, it was a cell before the header's first pipe, and every
+	// row was said to lack one.
+	text = bytes.TrimPrefix(text, []byte("\uFEFF"))
 	lines := strings.Split(strings.ReplaceAll(string(text), "\r\n", "\n"), "\n")
 	section := defaults.Section
 	fence := ""
