@@ -74,6 +74,9 @@ func ParseFile(name string, data []byte) (*File, error) {
 	bad := func(err error) (*File, error) {
 		return nil, fmt.Errorf("%s: not a tuned-config file: %w", name, err)
 	}
+	// A Windows editor saves the file with a UTF-8 byte-order mark, which
+	// import, peer import and history import read past too.
+	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
 	// The format before anything else: a file of another format is named
 	// as one, not by the first key this build does not know.
 	var head struct {

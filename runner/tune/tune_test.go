@@ -557,3 +557,39 @@ func TestFileWriteThroughLink(t *testing.T) {
 		t.Errorf("the link's target holds %v (%v), want both entries", g, err)
 	}
 }
+
+// A tuned-config file as a Windows editor saves it (a byte-order mark,
+// CRLF line ends) reads as the file without them, as the other files a
+// command imports do: the mark was refused as no JSON.
+func TestParseFileAsWindowsSavesIt(t *testing.T) {
+	f := &File{}
+	f.Merge(entry(16, chunked(8), "h"))
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x.json")
+	if err := f.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ParseFile("x.json", plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, text string }{
+		{"CRLF line ends", strings.ReplaceAll(string(plain), "\n", "\r\n")},
+		{"a byte-order mark", "\uFEFF" + string(plain)},
+		{"a byte-order mark and CRLF", "\uFEFF" + strings.ReplaceAll(string(plain), "\n", "\r\n")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseFile("x.json", []byte(tc.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("read %+v, want %+v", got, want)
+			}
+		})
+	}
+}
