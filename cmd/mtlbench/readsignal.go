@@ -19,9 +19,6 @@ import (
 // the command's own error (its store closed under it) is not said.
 var closingOnSignal atomic.Bool
 
-// exitProcess ends the process; a variable so that a test can stand in.
-var exitProcess = os.Exit
-
 // closeOnSignals watches, while a command that only reads the store has
 // it open, for Ctrl-C, SIGTERM and a closed terminal's SIGHUP (left alone
 // under nohup): killed at once, the process left SQLite's -wal and -shm
@@ -60,7 +57,7 @@ func closeOnSignals(c *cli.Context) (opened func(*results.DB, error)) {
 				fmt.Fprintf(c.App.ErrWriter, "mtlbench: %v signal received: closing the results database %s\n", sig, db.Path())
 				db.CloseWaiting(5 * time.Second)
 			}
-			exitProcess(130)
+			os.Exit(130)
 		case <-done:
 		}
 	}()
