@@ -378,6 +378,12 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 			}
 			continue
 		}
+		// mtlbench writes each key of a line once: one given twice is an
+		// edit, whose last value encoding/json would take without a word
+		// (two objects it would merge).
+		if _, err := jsonerr.Dedup(text, func(string, string) jsonerr.Dup { return jsonerr.Refuse }); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v: an export line gives each key once; nothing was imported", path, line, err)
+		}
 		var l exportLine
 		if err := json.Unmarshal(text, &l); err != nil {
 			if perr := peerFile(line); perr != nil {
