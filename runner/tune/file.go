@@ -106,6 +106,11 @@ func ParseFile(name string, data []byte) (*File, error) {
 	if err := jsonerr.Unknown(data, &File{}); err != nil {
 		return bad(err)
 	}
+	// So is a key one object gives twice: mtlbench writes each once, and
+	// encoding/json would take the last (a config's knob) without a word.
+	if _, err := jsonerr.Dedup(data, func(string, string) jsonerr.Dup { return jsonerr.Refuse }); err != nil {
+		return bad(err)
+	}
 	f := File{Format: FormatVersion}
 	var raws []json.RawMessage
 	if len(head.Entries) > 0 {

@@ -491,6 +491,8 @@ func TestParseFileErrors(t *testing.T) {
 		{"config a string", `{"format": 1, "entries": [` + e0 + `"config": "grouped"}]}`, `x.json: not a tuned-config file: entries[0].config is a JSON string, want an object`},
 		{"unknown entry key", `{"format": 1, "entries": [` + e0 + `"speedupx": 2}]}`, `x.json: not a tuned-config file: unknown field entries[0].speedupx (did you mean "speedup"?)`},
 		{"misspelt entries", `{"format": 1, "entires": []}`, `x.json: not a tuned-config file: unknown field entires (did you mean "entries"?)`},
+		{"a key twice", `{"format": 1, "entries": [], "entries": []}`, `x.json: not a tuned-config file: key "entries" is given twice in the top level (at line 1, column 15 and at line 1, column 30)`},
+		{"a knob twice", `{"format": 1, "entries": [` + e0 + `"config": {"chunk": 8, "chunk": 16}}]}`, `x.json: not a tuned-config file: key "chunk" is given twice in entries[0].config (at line 1, column 113 and at line 1, column 125)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseFile("x.json", []byte(c.in))
