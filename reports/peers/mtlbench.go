@@ -72,6 +72,11 @@ func parseMtlbench(data []byte) ([]*Run, error) {
 	if err := jsonerr.Unknown(data, &p); err != nil {
 		return nil, fmt.Errorf("%v: a peer run of format %q has no such field", err, p.Format)
 	}
+	// So is a key one object gives twice, whose last value would be taken
+	// without a word (a sample's), as import refuses it in an export line.
+	if _, err := jsonerr.Dedup(data, func(string, string) jsonerr.Dup { return jsonerr.Refuse }); err != nil {
+		return nil, fmt.Errorf("%v: a peer run gives each key once", err)
+	}
 	if p.Kind != "" && p.Kind != "peer" {
 		return nil, fmt.Errorf("kind %q: a peer run is of kind \"peer\"", p.Kind)
 	}

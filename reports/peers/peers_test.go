@@ -235,6 +235,8 @@ func TestParseErrors(t *testing.T) {
 			`case 0 "d" sample 0 has null for its value (cases.samples.value)`},
 		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "cases": [{"name": "d", "samples": [{"rep": 0, "metric": "decode_tok_s", "unit": "tok/s"}]}]}`,
 			`case 0 "d" sample 0 has no value (cases.samples.value)`},
+		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "cases": [{"name": "d", "samples": [{"rep": 0, "metric": "decode_tok_s", "value": 10, "value": 1000, "unit": "tok/s"}]}]}`,
+			`key "value" is given twice in cases[0].samples[0] (at line 1, column 108 and at line 1, column 121): a peer run gives each key once`},
 		// A figure no rate can be is refused as the store would refuse it.
 		{FormatMLX, "Timing with prompt_tokens=16, generation_tokens=8, batch_size=1.\nTrial 1:  prompt_tps=-1e308, generation_tps=2, peak_memory=3\n",
 			`f: mlx-lm: case "bench/batch=1/prompt_len=16/gen_len=8" sample 0: prefill_tok_s rep 0: value -1e+308 is negative, and a rate cannot be`},
