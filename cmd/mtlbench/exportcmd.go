@@ -381,7 +381,7 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 		// mtlbench writes each key of a line once: one given twice is an
 		// edit, whose last value encoding/json would take without a word
 		// (two objects it would merge).
-		if _, err := jsonerr.Dedup(text, func(string, string) jsonerr.Dup { return jsonerr.Refuse }); err != nil {
+		if err := jsonerr.Once(text); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v: an export line gives each key once; nothing was imported", path, line, err)
 		}
 		var l exportLine

@@ -42,6 +42,15 @@ func Dedup(data []byte, rule func(path, key string) Dup) ([]byte, error) {
 	return dedup(data, rule)
 }
 
+// Once refuses data where an object gives a key twice, naming the key and
+// both places: mtlbench's own formats (an export line, a peer run, a
+// tuned-config file) give each key once, so one given twice is an edit,
+// whose last value encoding/json would take without a word.
+func Once(data []byte) error {
+	_, err := Dedup(data, func(string, string) Dup { return Refuse })
+	return err
+}
+
 // dedup is Dedup of data known to be valid JSON.
 func dedup(data []byte, rule func(path, key string) Dup) ([]byte, error) {
 	d := deduper{data: data, rule: rule}

@@ -136,3 +136,20 @@ func TestDedupReusesScratch(t *testing.T) {
 		}
 	}
 }
+
+// Once refuses a key given twice anywhere, naming it and both places, and
+// passes JSON that gives each key once, and text that is no JSON, which
+// its decoder words.
+func TestOnce(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"a": 1, "b": {"c": 2}}`, ""},
+		{`{"a": 1, "a": 2}`, `key "a" is given twice in the top level (at line 1, column 2 and at line 1, column 10)`},
+		{"{\"x\": [{\"c\": 1,\n \"c\": 2}]}", `key "c" is given twice in x[0] (at line 1, column 9 and at line 2, column 2)`},
+		{`{"a": `, ""},
+	} {
+		err := Once([]byte(tc.in))
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+			t.Errorf("Once(%q): %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}

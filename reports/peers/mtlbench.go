@@ -74,7 +74,7 @@ func parseMtlbench(data []byte) ([]*Run, error) {
 	}
 	// So is a key one object gives twice, whose last value would be taken
 	// without a word (a sample's), as import refuses it in an export line.
-	if _, err := jsonerr.Dedup(data, func(string, string) jsonerr.Dup { return jsonerr.Refuse }); err != nil {
+	if err := jsonerr.Once(data); err != nil {
 		return nil, fmt.Errorf("%v: a peer run gives each key once", err)
 	}
 	if p.Kind != "" && p.Kind != "peer" {

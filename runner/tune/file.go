@@ -108,7 +108,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 	}
 	// So is a key one object gives twice: mtlbench writes each once, and
 	// encoding/json would take the last (a config's knob) without a word.
-	if _, err := jsonerr.Dedup(data, func(string, string) jsonerr.Dup { return jsonerr.Refuse }); err != nil {
+	if err := jsonerr.Once(data); err != nil {
 		return bad(err)
 	}
 	f := File{Format: FormatVersion}
