@@ -20,9 +20,10 @@ import (
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "ggmlwitness:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h: the usage is printed
 		}
+		fmt.Fprintln(os.Stderr, "ggmlwitness:", err)
 		os.Exit(2)
 	}
 }
