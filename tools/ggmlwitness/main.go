@@ -38,6 +38,10 @@ type config struct {
 	n, k     int   // the GEMVs' rows and columns
 	contexts []int // decode attention's context lengths
 	heads    [3]int
+	// mergeBarrier inserts a simdgroup_barrier into the vec attention
+	// kernel's merge of its simdgroups (source.go), so contexts past
+	// maxContext run on the emulator as on a GPU.
+	mergeBarrier bool
 }
 
 // maxContext is the longest context llama.cpp's decode attention runs
@@ -60,6 +64,7 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.n, "n", 4096, "the GEMVs' output rows")
 	fs.IntVar(&c.k, "k", 4096, "the GEMVs' input columns (a multiple of 256)")
 	fs.StringVar(&ctxList, "contexts", "512,2048", "decode attention's context lengths (multiples of 32, at most 2048)")
+	fs.BoolVar(&c.mergeBarrier, "merge-barrier", false, "insert a simdgroup_barrier into llama.cpp's vec attention merge, which lets contexts past 2048 run on the emulator (it changes no load or store)")
 	fs.StringVar(&heads, "heads", "32/4/64", "decode attention's query heads/KV heads/head size (64)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -91,14 +96,14 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 		if err != nil || v <= 0 || v%32 != 0 {
 			return nil, fmt.Errorf("-contexts: %q is not a positive multiple of 32", s)
 		}
-		// Past 2048 keys llama.cpp's host gives each workgroup two
-		// simdgroups, whose merge reads and rewrites threadgroup words
-		// within a simdgroup as if its lanes ran in lockstep; the
-		// emulator's lanes do not (docs/msl-subset.md, "The cost witness").
-		if v > maxContext {
-			return nil, fmt.Errorf("-contexts: %d is past %d, where llama.cpp's vec kernel runs 2 simdgroups a workgroup, whose merge the emulator does not run as a GPU does", v, maxContext)
-		}
 		c.contexts = append(c.contexts, v)
+	}
+	// Past maxContext llama.cpp's host gives each workgroup two
+	// simdgroups, whose merge reads and rewrites threadgroup words within
+	// a simdgroup as if its lanes ran in lockstep; the emulator's lanes do
+	// not (docs/metal-kernels.md, "Against llama.cpp's kernels").
+	if m := slices.Max(c.contexts); m > maxContext && !c.mergeBarrier {
+		return nil, fmt.Errorf("-contexts: %d is past %d, where llama.cpp's vec kernel runs 2 simdgroups a workgroup, whose merge the emulator does not run as a GPU does (-merge-barrier runs it)", m, maxContext)
 	}
 	parts := strings.Split(heads, "/")
 	if len(parts) != 3 {
@@ -131,6 +136,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	src, err := readGGML(c.ggml)
 	if err != nil {
 		return err
+	}
+	if c.mergeBarrier {
+		if src, err = insertMergeBarrier(src); err != nil {
+			return err
+		}
 	}
 	cases := c.cases()
 	ours, err := openOurs(c)

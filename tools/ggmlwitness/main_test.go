@@ -30,7 +30,8 @@ func TestParseArgs(t *testing.T) {
 		{"k off the block", []string{"-ggml", "x", "-k", "4000"}, "-k=4000: must be a positive multiple of 256"},
 		{"width", []string{"-ggml", "x", "-width", "10"}, "-width=10"},
 		{"context not a multiple", []string{"-ggml", "x", "-contexts", "512,100"}, `-contexts: "100" is not a positive multiple of 32`},
-		{"context past one simdgroup", []string{"-ggml", "x", "-contexts", "4096"}, "-contexts: 4096 is past 2048"},
+		{"context past one simdgroup", []string{"-ggml", "x", "-contexts", "512,4096"}, "-contexts: 4096 is past 2048"},
+		{"context past one simdgroup, merge barrier", []string{"-ggml", "x", "-contexts", "512,4096", "-merge-barrier"}, ""},
 		{"heads not grouped", []string{"-ggml", "x", "-heads", "6/4/64"}, "a multiple of the KV heads"},
 		{"head of 128", []string{"-ggml", "x", "-heads", "32/4/128"}, "head size 128"},
 		{"heads malformed", []string{"-ggml", "x", "-heads", "32/4"}, "want query heads/KV heads/head size"},
@@ -98,6 +99,23 @@ func TestReadGGML(t *testing.T) {
 	var out bytes.Buffer
 	if err := run([]string{"-ggml", missing}, &out, io.Discard); err == nil || out.Len() > 0 {
 		t.Errorf("run with a missing checkout: %v, printed %q", err, out.String())
+	}
+}
+
+func TestInsertMergeBarrier(t *testing.T) {
+	src := "a\n" + mergeRead + "b\n"
+	got, err := insertMergeBarrier(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "a\n            const float S = S0*ms0 + S1*ms1;\n\n            simdgroup_barrier(mem_flags::mem_threadgroup);\n            if (tiisg == 0) {\nb\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	for _, bad := range []string{"a\nb\n", src + src} {
+		if _, err := insertMergeBarrier(bad); err == nil || !strings.Contains(err.Error(), "-merge-barrier") {
+			t.Errorf("%q: %v, want an error naming -merge-barrier", bad, err)
+		}
 	}
 }
 

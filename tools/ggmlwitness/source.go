@@ -72,3 +72,20 @@ func embed(src, marker, file string) string {
 	}
 	return b.String()
 }
+
+// mergeRead is where kernel_flash_attn_ext_vec's simdgroups merge: every
+// lane has read ss[0] and ss[1] (S0, M0), and lane 0 then rewrites them
+// with no barrier between, which lanes in lockstep allow. The emulator's
+// lanes run one after another (docs/msl-subset.md, "The cost witness"), so
+// lane 0 may rewrite them before another lane reads them.
+const mergeRead = "            const float S = S0*ms0 + S1*ms1;\n\n            if (tiisg == 0) {\n"
+
+// insertMergeBarrier puts a simdgroup_barrier between those reads and that
+// write: a barrier that loads and stores nothing, so the witness counts
+// what it counts without it.
+func insertMergeBarrier(src string) (string, error) {
+	if n := strings.Count(src, mergeRead); n != 1 {
+		return "", fmt.Errorf("-merge-barrier: the vec attention merge (%q) is in ggml-metal.metal %d times, want once", mergeRead, n)
+	}
+	return strings.Replace(src, mergeRead, "            const float S = S0*ms0 + S1*ms1;\n\n            simdgroup_barrier(mem_flags::mem_threadgroup);\n            if (tiisg == 0) {\n", 1), nil
+}
