@@ -653,3 +653,10 @@ func TestShortBias(t *testing.T) {
 func TestLongContextRoPE(t *testing.T) {
 	quanttest.LongContextRoPE(t, newEmu(t, metal.Tuning{}), 1e-5)
 }
+
+// TestLongContextRoPEAttention: RoPE and the decode attention after it,
+// fused where the backend folds RoPE into the attention, at the positions
+// Qwen3's yarn runs to, against the reference (bridge/quanttest).
+func TestLongContextRoPEAttention(t *testing.T) {
+	quanttest.LongContextRoPEAttention(t, newEmu(t, metal.Tuning{}), 1e-5)
+}

@@ -109,3 +109,177 @@ func runRoPE(be bridge.Backend, q, k, qw, kw []float32, qkNorm bool, pos []int32
 	}
 	return out, be.Read(kt, out[1])
 }
+
+// LongContextRoPEAttention runs be's RoPE followed by its attention, fused
+// as a decode step runs them (docs/architecture.md, "Rotary embeddings":
+// a backend may rotate q and the new key inside its decode attention), at
+// the positions a scaled RoPE reaches with Qwen3's yarn frequencies and
+// its attention factor folded into the scale, as the engine does. Each
+// position is a sequence of its own whose query attends over a sliding
+// window of the keys before it, so the cache holds a few blocks however
+// high the position; the block table maps the blocks no query reads to
+// one no reference reads either. The rotated keys the step writes into
+// the cache and the attention's output are held to tol against
+// kernels.RoPE, kernels.KVWrite and kernels.PagedAttention; where be's
+// fusion table has rope_attention, the fused step must take fewer
+// dispatches than the unfused one, so the fold is what was checked.
+func LongContextRoPEAttention(t *testing.T, be bridge.Backend, tol float64) {
+	t.Helper()
+	const theta, heads, kvHeads, headDim, bs, window = 1e6, 4, 2, 128, 16, 5
+	sc := kernels.RoPEScaling{Type: "yarn", Factor: 4, OriginalMax: 32768, BetaFast: 32, BetaSlow: 1, Attention: 1 + 0.1*math.Log(4)}
+	if err := sc.Check(); err != nil {
+		t.Fatal(err)
+	}
+	rot := kernels.Rotary{Theta: theta, Freqs: sc.Scaled(headDim, theta)}.Keyed(headDim)
+	scale := float32(1 / math.Sqrt(headDim) * sc.LogitScale())
+	pos := []int32{0, 1, 32767, 32768, 40960, 65537, 131071}
+	fused := false
+	if f, ok := be.(bridge.Fuser); ok {
+		fused = slices.ContainsFunc(f.Fusions(), func(p bridge.Pattern) bool { return p.Name == "rope_attention" })
+	}
+	r := rand.New(rand.NewPCG(13, 17))
+	for _, qkNorm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("qk_norm=%v", qkNorm), func(t *testing.T) {
+			c := ropeAttnCase{pos: pos, heads: heads, kvHeads: kvHeads, headDim: headDim, bs: bs, window: window, rot: rot, scale: scale}
+			c.build(r, qkNorm)
+			want, wantK, wantV := c.reference()
+			dispatches := [2]int{}
+			for i, fuse := range []bool{false, true} {
+				got, gotK, gotV, n, err := c.run(be, fuse)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dispatches[i] = n
+				for _, o := range []struct {
+					name      string
+					got, want []float32
+				}{{"attention output", got, want}, {"key cache", gotK, wantK}, {"value cache", gotV, wantV}} {
+					d := kernels.MaxAbsDiff(o.got, o.want)
+					t.Logf("fuse=%v: %s: max abs error %.3g", fuse, o.name, d)
+					if d > tol || math.IsNaN(d) {
+						t.Errorf("fuse=%v: %s at positions %v: max abs error %.3g, want at most %.3g", fuse, o.name, pos, d, tol)
+					}
+				}
+			}
+			t.Logf("dispatches: unfused %d, fused %d", dispatches[0], dispatches[1])
+			if fused && dispatches[1] >= dispatches[0] {
+				t.Errorf("rope_attention: the fused step took %d dispatches, the unfused %d: RoPE was not folded into the attention", dispatches[1], dispatches[0])
+			}
+		})
+	}
+}
+
+// ropeAttnCase is one decode step of LongContextRoPEAttention: a sequence
+// a position, its window's earlier keys already in the cache.
+type ropeAttnCase struct {
+	pos                                 []int32
+	heads, kvHeads, headDim, bs, window int
+	rot                                 kernels.Rotary
+	scale                               float32
+	q, k, v, qw, kw, kc, vc             []float32
+	qkNorm                              bool
+	meta                                *bridge.StepMeta
+}
+
+// build makes the step's inputs, the cache and its block table: the
+// blocks of each sequence's window get a physical block of their own,
+// every other entry block 0, which no query reads.
+func (c *ropeAttnCase) build(r *rand.Rand, qkNorm bool) {
+	n, maxPos := len(c.pos), slices.Max(c.pos)
+	c.qkNorm = qkNorm
+	maxBlocks := int(maxPos)/c.bs + 1
+	m := &bridge.StepMeta{NumTokens: n, NumSeqs: n, MaxQueryLen: 1, MaxSeqLen: int(maxPos) + 1, NumDecodeTokens: n,
+		Positions: c.pos, QueryStartLoc: make([]int32, n+1), MaxBlocks: maxBlocks, BlockSize: c.bs,
+		BlockTable: make([]int32, n*maxBlocks)}
+	blocks := int32(1)
+	for s, p := range c.pos {
+		first := kernels.WindowStart(int(p), c.window)
+		for b := first / c.bs; b <= int(p)/c.bs; b++ {
+			m.BlockTable[s*maxBlocks+b] = blocks
+			blocks++
+		}
+		m.SlotMapping = append(m.SlotMapping, m.BlockTable[s*maxBlocks+int(p)/c.bs]*int32(c.bs)+p%int32(c.bs))
+		m.QueryStartLoc[s+1] = int32(s + 1)
+		m.SeqLens = append(m.SeqLens, p+1)
+	}
+	c.meta = m
+	c.q, c.k, c.v = randn(r, n*c.heads*c.headDim), randn(r, n*c.kvHeads*c.headDim), randn(r, n*c.kvHeads*c.headDim)
+	c.qw, c.kw = randn(r, c.headDim), randn(r, c.headDim)
+	c.kc, c.vc = randn(r, int(blocks)*c.kvHeads*c.bs*c.headDim), randn(r, int(blocks)*c.kvHeads*c.bs*c.headDim)
+}
+
+// reference is the attention output and the cache after the step, as
+// kernels computes them.
+func (c *ropeAttnCase) reference() (out, kc, vc []float32) {
+	q, k := slices.Clone(c.q), slices.Clone(c.k)
+	if c.qkNorm {
+		kernels.RMSNorm(q, q, c.qw, c.headDim, 1e-6)
+		kernels.RMSNorm(k, k, c.kw, c.headDim, 1e-6)
+	}
+	kernels.RoPE(q, c.pos, c.heads, c.headDim, c.rot)
+	kernels.RoPE(k, c.pos, c.kvHeads, c.headDim, c.rot)
+	l := kernels.PagedLayout{BlockSize: c.bs, KVHeads: c.kvHeads, HeadDim: c.headDim}
+	kc, vc = slices.Clone(c.kc), slices.Clone(c.vc)
+	kernels.KVWrite(kc, vc, k, c.v, c.meta.SlotMapping, l)
+	out = make([]float32, len(q))
+	kernels.PagedAttention(out, q, kc, vc, kernels.AttnBatch{QueryStartLoc: c.meta.QueryStartLoc, SeqLens: c.meta.SeqLens,
+		BlockTable: c.meta.BlockTable, MaxBlocks: c.meta.MaxBlocks}, c.heads, l, c.scale, c.window)
+	return out, kc, vc
+}
+
+// run runs the step's RoPE and attention on be, fused as its table has
+// it or not, and returns the output, the cache and the step's dispatches.
+func (c *ropeAttnCase) run(be bridge.Backend, fuse bool) (out, kc, vc []float32, dispatches int, err error) {
+	var ts []bridge.Tensor
+	defer func() {
+		for _, t := range ts {
+			be.Free(t)
+		}
+	}()
+	load := func(v []float32, shape ...int) bridge.Tensor {
+		t, e := be.Weight(bridge.F32, shape, F32Bytes(slices.Clone(v)))
+		if e != nil && err == nil {
+			err = e
+		}
+		if e == nil {
+			ts = append(ts, t)
+		}
+		return t
+	}
+	n, hd := len(c.pos), c.headDim
+	blocks := len(c.kc) / (c.kvHeads * c.bs * hd)
+	qt, kt, vt := load(c.q, n, c.heads*hd), load(c.k, n, c.kvHeads*hd), load(c.v, n, c.kvHeads*hd)
+	kct, vct := load(c.kc, blocks, c.kvHeads, c.bs, hd), load(c.vc, blocks, c.kvHeads, c.bs, hd)
+	ot := load(make([]float32, len(c.q)), n, c.heads*hd)
+	var qn, kn bridge.Tensor
+	if c.qkNorm {
+		qn, kn = load(c.qw, hd), load(c.kw, hd)
+	}
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	ops := []bridge.Op{
+		&bridge.RoPEOp{Q: qt, K: kt, QNorm: qn, KNorm: kn, Heads: c.heads, KVHeads: c.kvHeads, HeadDim: hd, Rotary: c.rot, Eps: 1e-6},
+		&bridge.AttentionOp{Out: ot, Q: qt, K: kt, V: vt, Cache: bridge.KVCache{K: kct, V: vct, BlockSize: c.bs},
+			Heads: c.heads, KVHeads: c.kvHeads, HeadDim: hd, Scale: c.scale, Window: c.window, Operand: bridge.F32},
+	}
+	if err := be.BeginStep(c.meta, make([]int32, n), false); err != nil {
+		return nil, nil, nil, 0, err
+	}
+	var run bridge.Runner
+	run.Run(be, ops, fuse, false)
+	st, err := be.EndStep()
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	out, kc, vc = make([]float32, len(c.q)), make([]float32, len(c.kc)), make([]float32, len(c.vc))
+	for _, r := range []struct {
+		t bridge.Tensor
+		v []float32
+	}{{ot, out}, {kct, kc}, {vct, vc}} {
+		if err := be.Read(r.t, r.v); err != nil {
+			return nil, nil, nil, 0, err
+		}
+	}
+	return out, kc, vc, st.Dispatches, nil
+}
