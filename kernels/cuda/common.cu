@@ -284,6 +284,16 @@ __device__ __forceinline__ float dot8(const float* w, float4 a, float4 b) {
            w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
 }
 
+// rope_sincos is the rotation of RoPE's frequency inv at pos, the one rule
+// rope_head and the decode kernels' dec_rope_angles share: the f32
+// product, rounded as transformers (and kernels.RoPE) round it, and
+// sincosf of it, which NVRTC compiles without fast math (__sincosf's
+// error grows with the angle) (docs/architecture.md, "Rotary embeddings").
+__device__ __forceinline__ void rope_sincos(float pos, float inv, float* s, float* c) {
+    const float ang = pos * inv;
+    sincosf(ang, s, c);
+}
+
 // rope_head (one warp) normalises one head of D values with the per-head
 // RMSNorm weights nw (QK-norm; skipped when nw is null) and rotates it, neox
 // style, at position pos, reading src and writing dst (which may be src).
@@ -320,9 +330,8 @@ __device__ __forceinline__ void rope_head(const float* src, float* dst, const fl
     for (int j = 0; j < 4; j++) {
         int i = lane + 32 * j;
         if (i < half) {
-            float ang = pos * inv_freq[i];
             float sf, cf;
-            sincosf(ang, &sf, &cf);
+            rope_sincos(pos, inv_freq[i], &sf, &cf);
             dst[i] = a[j] * cf - b[j] * sf;
             dst[i + half] = b[j] * cf + a[j] * sf;
         }

@@ -108,7 +108,7 @@ __device__ __forceinline__ DecRope dec_rope_angles(const float* __restrict__ nw,
         const int i = lane + 32 * j;
         r.c[j] = 1.f, r.s[j] = 0.f, r.wa[j] = r.wb[j] = 1.f;
         if (i < half) {
-            sincosf(pos * inv_freq[i], &r.s[j], &r.c[j]);
+            rope_sincos(pos, inv_freq[i], &r.s[j], &r.c[j]);
             if (nw) r.wa[j] = nw[i], r.wb[j] = nw[i + half];
         }
     }

@@ -107,9 +107,8 @@ inline void rope_lane(device const float* x, device const float* nw, device cons
       u = u * inv * nw[i];
       v = v * inv * nw[i + H];
     }
-    const float ang = pos * inv_freq[i];
-    const float c = precise::cos(ang), s = precise::sin(ang);
-    r[e] = d < H ? u * c - v * s : v * c + u * s;
+    const float2 cs = rope_cos_sin(pos, inv_freq[i]);
+    r[e] = d < H ? u * cs.x - v * cs.y : v * cs.x + u * cs.y;
   }
 }
 

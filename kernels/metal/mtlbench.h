@@ -95,6 +95,16 @@ inline ushort bf16_bits(float x) {
 }
 inline void kv_store(device bf16_t* p, float x) { *(device ushort*)p = bf16_bits(x); }
 
+// rope_cos_sin is the rotation of RoPE's frequency inv at pos, the one
+// rule rope_qk and the decode attention's rope_lane share: the f32 product,
+// rounded as transformers (and kernels.RoPE) round it, and precise cos and
+// sin of it, not fast math's, whose error grows with the angle
+// (docs/architecture.md, "Rotary embeddings").
+inline float2 rope_cos_sin(float pos, float inv) {
+  const float ang = pos * inv;
+  return float2(precise::cos(ang), precise::sin(ang));
+}
+
 // kv_round is x as the cache would return it after storing it.
 inline float kv_round(float x, float) { return x; }
 inline float kv_round(float x, half) { return float(half(x)); }

@@ -91,9 +91,8 @@ kernel void rope_qk(constant RopeArgs& a [[buffer(0)]], device float* q [[buffer
       u = u * inv * nw[i];
       v = v * inv * nw[i + half_d];
     }
-    float ang = pos * inv_freq[i];
-    float c = precise::cos(ang), s = precise::sin(ang);
-    x[i] = u * c - v * s;
-    x[i + half_d] = v * c + u * s;
+    const float2 cs = rope_cos_sin(pos, inv_freq[i]);
+    x[i] = u * cs.x - v * cs.y;
+    x[i + half_d] = v * cs.x + u * cs.y;
   }
 }
