@@ -656,7 +656,16 @@ func TestLongContextRoPE(t *testing.T) {
 
 // TestLongContextRoPEAttention: RoPE and the decode attention after it,
 // fused where the backend folds RoPE into the attention, at the positions
-// Qwen3's yarn runs to, against the reference (bridge/quanttest).
+// Qwen3's yarn runs to, against the reference (bridge/quanttest): the
+// default tuning's single partition and split-K partitions of 2 keys, whose
+// key is rotated by the simdgroups of the partition holding it.
 func TestLongContextRoPEAttention(t *testing.T) {
-	quanttest.LongContextRoPEAttention(t, newEmu(t, metal.Tuning{}), 1e-5)
+	for _, c := range []struct {
+		name   string
+		tuning metal.Tuning
+	}{{"default", metal.Tuning{}}, {"split-K", metal.Tuning{AttnPartitionSize: 2}}} {
+		t.Run(c.name, func(t *testing.T) {
+			quanttest.LongContextRoPEAttention(t, newEmu(t, c.tuning), 1e-5)
+		})
+	}
 }
