@@ -466,9 +466,10 @@ func promptIDs(c *cli.Context, prompt []int32) []int32 {
 }
 
 // checkCheckpoint opens the checkpoint on disk that model names (a preset
-// is no error) and closes it: its weights are mapped, not read.
+// is no error) and closes it: its weights are mapped, not read. A name
+// that is neither gets model.Open's error, not a tokenizer's.
 func checkCheckpoint(path string) error {
-	if _, err := os.Stat(path); err != nil {
+	if model.IsPreset(path) {
 		return nil
 	}
 	_, src, err := model.Open(model.Spec{Model: path})

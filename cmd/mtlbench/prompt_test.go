@@ -168,6 +168,8 @@ func TestBrokenCheckpointBeforeTokenizer(t *testing.T) {
 		{[]string{"--model", cut, "--prompt", "Hello"}, "is cut short"},
 		{[]string{"--model", cut, "--tokens", "1,2"}, "is cut short"},
 		{[]string{"--model", weights, "--tokens", "5,17"}, "is a safetensors weights file, not a checkpoint"},
+		// a folder not there is no preset without a tokenizer
+		{[]string{"--model", filepath.Join(dir, "Qwen3-0.6B-4bit"), "--prompt", "The capital of France is"}, "is neither a preset"},
 	} {
 		_, stderr, err := mtl(t, append([]string{"generate", "--backend", "cpu", "-n", "2"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "tokenizer") ||
