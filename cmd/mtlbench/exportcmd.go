@@ -35,7 +35,10 @@ func exportCommand() *cli.Command {
 		Description: "One JSON object a line, each a whole run, then a line counting them, by which import\n" +
 			"refuses an export cut short: what `mtlbench import` reads into another\n" +
 			"store. A matrix of CI runners each exports its runs as an artifact; one job imports\n" +
-			"them all into one store and reports over every machine (docs/perf-gate.md).",
+			"them all into one store and reports over every machine (docs/perf-gate.md).\n\n" +
+			"Examples:\n\n" +
+			"   mtlbench export main -o m3.jsonl                  # runs tagged main, for another store\n" +
+			"   mtlbench import m1.jsonl m3.jsonl                 # on one machine: every machine's runs in one store",
 		Flags: []cli.Flag{dbFlag(),
 			&cli.StringFlag{Name: "out", TakesFile: true, Aliases: []string{"o"}, Usage: "file to write (default, or -: standard output)"}},
 		Action: func(c *cli.Context) error {
