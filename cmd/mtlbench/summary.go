@@ -28,6 +28,8 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	layers := stats.LayersColumn(sum.Cases)
 	bw := stats.KernelBandwidth(sum.Run)
 	var overBW []string // kernel cases whose GB/s passes bw
+	// tables with a cell too few repetitions left without an interval
+	countOnly := map[*table.Table]bool{}
 	for i, c := range sum.Cases {
 		m := byCase[i]
 		cols, t := modelCols, &model
@@ -61,6 +63,9 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 				row = append(row, c.Status)
 				continue
 			}
+			if stats.CountOnly(m[col.Metric]) {
+				countOnly[*t] = true
+			}
 			cell := col.Cell(m[col.Metric])
 			if c.Kind == results.CaseKernel && col.Metric == "gb_s" && bw.Over(m[col.Metric]) {
 				cell += stats.OverMark
@@ -89,6 +94,9 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	var out []*table.Table
 	for _, t := range []*table.Table{model, kernel} {
 		if t != nil {
+			if countOnly[t] {
+				t.Notes = append(t.Notes, table.NoteText(stats.CountOnlyNote))
+			}
 			if t == model && layers {
 				t.Notes = append(t.Notes, table.NoteText("layers: layers run / layers of the model; figures of truncated models are not whole-model figures"))
 			}

@@ -333,6 +333,16 @@ func HasInterval(s benchmath.Summary) bool {
 	return !math.IsInf(s.Lo, 0) && !math.IsInf(s.Hi, 0) && !math.IsNaN(s.Lo) && !math.IsNaN(s.Hi)
 }
 
+// CountOnly reports whether CI writes s as its count, "(n=5)": too few
+// values for an interval.
+func CountOnly(s *Summary) bool {
+	return s != nil && s.N > 0 && (math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0))
+}
+
+// CountOnlyNote is the one wording, under a table, of the cells CountOnly
+// finds: a title that promises a 95% interval then explains their count.
+const CountOnlyNote = "(n=N): N repetitions, too few for a 95% confidence interval of the median (6 or more give one)"
+
 // CI is how every table shows a median's 95% interval: ± percent of the
 // median (sep between the sign and the figure), or the count where too
 // few values (n < 6) give no interval; "" where a zero median leaves no

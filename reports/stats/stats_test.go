@@ -227,3 +227,37 @@ func TestBurstRateNote(t *testing.T) {
 		}
 	}
 }
+
+// CountOnly finds exactly the cells CI writes as their count, so the note
+// under a table appears where one of them does and nowhere else.
+func TestCountOnlyMatchesCI(t *testing.T) {
+	summary := func(n int) *Summary {
+		vals := make([]float64, n)
+		for i := range vals {
+			vals[i] = float64(i + 1)
+		}
+		return &Summary{N: n, Summary: Summarize(vals)}
+	}
+	for _, c := range []struct {
+		name string
+		s    *Summary
+		want bool
+	}{
+		{"none", nil, false},
+		{"no values", &Summary{Summary: Summarize(nil)}, false},
+		{"one", summary(1), true},
+		{"five", summary(5), true},
+		{"six", summary(6), false},
+		{"eight", summary(8), false},
+	} {
+		got := CountOnly(c.s)
+		if got != c.want {
+			t.Errorf("%s: CountOnly %v, want %v", c.name, got, c.want)
+		}
+		if c.s != nil && c.s.N > 0 {
+			if shown := strings.HasPrefix(CI(c.s.Summary, c.s.N, ""), "(n="); shown != got {
+				t.Errorf("%s: CI writes %q, CountOnly says %v", c.name, CI(c.s.Summary, c.s.N, ""), got)
+			}
+		}
+	}
+}
