@@ -59,9 +59,14 @@ func Typo(word string, candidates []string) string {
 	return best
 }
 
-// editDistance is the Levenshtein distance over runes.
+// editDistance is the optimal string alignment distance over runes:
+// Levenshtein's, with two neighbours swapped counting as one edit, the
+// commonest typo ("BD" for "DB"), which Levenshtein counts as two and so
+// puts past the limit of a short word.
 func editDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
+	// rows i-2, i-1 and i of the table
+	prev2 := make([]int, len(rb)+1)
 	prev := make([]int, len(rb)+1)
 	cur := make([]int, len(rb)+1)
 	for j := range prev {
@@ -75,8 +80,11 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(rb)]
 }
