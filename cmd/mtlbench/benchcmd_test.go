@@ -104,3 +104,25 @@ func TestBenchListPastBounds(t *testing.T) {
 		}
 	}
 }
+
+// bench --help names the case its defaults make, and its key, as bench
+// names and keys it: a reader matching the help against `show` or a
+// peer import finds the same strings.
+func TestBenchHelpNamesItsCase(t *testing.T) {
+	text, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "--print-suite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := suites.Parse("bench", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Cases) != 1 {
+		t.Fatalf("bench's defaults make %d cases, want 1", len(s.Cases))
+	}
+	help := strings.Join(strings.Fields(benchCommand().Description), " ")
+	c := s.Cases[0]
+	if want := "(" + c.Name + ", keyed " + c.Key + ")"; !strings.Contains(help, want) {
+		t.Errorf("bench --help does not name the default case as bench does, %q:\n%s", want, help)
+	}
+}
