@@ -38,6 +38,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					fmt.Fprintln(c.App.ErrWriter, w)
 				}
 			}
+			if err := helpWords(c); err != nil {
+				return err
+			}
 			if c.Args().First() == "env" {
 				return nil
 			}
@@ -192,6 +195,43 @@ func commandGroup(help func(*cli.Context) error) cli.ActionFunc {
 		}
 		return usageError(c, fmt.Errorf("unknown command %q (want one of %s)", c.Args().First(), strings.Join(names, ", ")), false)
 	}
+}
+
+// helpWords refuses `mtlbench help WORD...` whose words name no command
+// as the command line without help is refused (commandGroup), where
+// urfave/cli says "No help topic" or shows the help of the words before
+// an unknown one (help suites lsit).
+func helpWords(c *cli.Context) error {
+	args := c.Args().Slice()
+	if len(args) < 2 || (args[0] != "help" && args[0] != "h") {
+		return nil
+	}
+	cmds, path := c.App.Commands, []string{c.App.Name}
+	for _, w := range args[1:] {
+		if len(cmds) == 0 {
+			break // a command without subcommands: urfave/cli shows its help
+		}
+		var found *cli.Command
+		var names []string
+		for _, cmd := range cmds {
+			if cmd.Hidden || cmd.Name == "help" {
+				continue
+			}
+			names = append(names, cmd.Name)
+			if cmd.HasName(w) {
+				found = cmd
+			}
+		}
+		if found == nil {
+			where := ""
+			if len(path) > 1 {
+				where = strings.Join(path[1:], " ") + ": "
+			}
+			return fmt.Errorf("%sunknown command %q (want one of %s) (see `%s --help`)", where, w, strings.Join(names, ", "), strings.Join(path, " "))
+		}
+		cmds, path = found.Subcommands, append(path, found.Name)
+	}
+	return nil
 }
 
 // flagsOnly refuses the arguments of a command whose help names none

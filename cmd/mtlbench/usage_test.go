@@ -37,6 +37,9 @@ func TestCommandLineWords(t *testing.T) {
 		{args: []string{"gate", "--baseline", "a", "--candidate", "b", "c"}, want: `gate: takes flags only, got the argument(s) ["c"]`},
 		{args: []string{"suites", "list", "a", "b"}, want: "suites list takes one folder, got 2 arguments"},
 		{args: []string{"help", "run"}, out: "mtlbench run - run a benchmark suite"},
+		{args: []string{"help", "frobnicate"}, want: "unknown command \"frobnicate\" (want one of generate, models, run,"},
+		{args: []string{"help", "suites", "lsit"}, want: "suites: unknown command \"lsit\" (want one of validate, list, show) (see `mtlbench suites --help`)"},
+		{args: []string{"h", "runn"}, want: "unknown command \"runn\""},
 		{args: []string{"help"}, out: "COMMANDS:"},
 		{args: []string{"suites"}, out: "mtlbench suites - list, show and validate"},
 	} {
@@ -67,7 +70,7 @@ func TestABHelpNamesTheRunValue(t *testing.T) {
 
 // The main commands' help ends with examples of their own command lines.
 func TestMainCommandsHaveExamples(t *testing.T) {
-	for _, cmd := range []string{"generate", "models", "run", "bench", "compare", "gate", "ab", "show", "tune"} {
+	for _, cmd := range []string{"generate", "models", "run", "bench", "compare", "gate", "ab", "show", "tune", "export"} {
 		out, _, err := mtl(t, cmd, "--help")
 		if err != nil {
 			t.Fatal(err)
