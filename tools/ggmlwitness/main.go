@@ -38,9 +38,10 @@ type config struct {
 	n, k     int   // the GEMVs' rows and columns
 	contexts []int // decode attention's context lengths
 	heads    [3]int
-	// mergeBarrier inserts a simdgroup_barrier into the vec attention
-	// kernel's merge of its simdgroups (source.go), so contexts past
-	// maxContext run on the emulator as on a GPU.
+	// mergeBarrier inserts a simdgroup_barrier before the vec attention
+	// kernel's two stores over words its lanes have read (source.go,
+	// lockstepReads), so contexts past maxContext and heads of 128 run
+	// on the emulator as on a GPU.
 	mergeBarrier bool
 }
 
@@ -64,8 +65,8 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.n, "n", 4096, "the GEMVs' output rows")
 	fs.IntVar(&c.k, "k", 4096, "the GEMVs' input columns (a multiple of 256)")
 	fs.StringVar(&ctxList, "contexts", "512,2048", "decode attention's context lengths (multiples of 32, at most 2048)")
-	fs.BoolVar(&c.mergeBarrier, "merge-barrier", false, "insert a simdgroup_barrier into llama.cpp's vec attention merge, which lets contexts past 2048 run on the emulator (it changes no load or store)")
-	fs.StringVar(&heads, "heads", "32/4/64", "decode attention's query heads/KV heads/head size (64)")
+	fs.BoolVar(&c.mergeBarrier, "merge-barrier", false, "insert a simdgroup_barrier before llama.cpp's vec attention's two stores over threadgroup words its lanes have read (its merge of simdgroups, and S and M after its keys), which lets contexts past 2048 and heads of 128 run on the emulator (it changes no load or store)")
+	fs.StringVar(&heads, "heads", "32/4/64", "decode attention's query heads/KV heads/head size (64, or 128 with -merge-barrier)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -119,11 +120,15 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	if c.heads[0]%c.heads[1] != 0 {
 		return nil, fmt.Errorf("-heads=%q: the query heads must be a multiple of the KV heads", heads)
 	}
-	// kernel_flash_attn_ext_vec_f16_dk128_dv128 does not match the
-	// reference on the emulator yet (docs/metal-kernels.md, "Against
-	// llama.cpp's kernels"), so only heads of 64 are compared.
-	if d := c.heads[2]; d != 64 {
-		return nil, fmt.Errorf("-heads=%q: head size %d (only 64: llama.cpp's vec kernel for 128 does not match the reference on the emulator)", heads, d)
+	// The encoding and the reference were held to llama.cpp's vec kernels
+	// for these two head sizes (docs/metal-kernels.md).
+	if d := c.heads[2]; d != 64 && d != 128 {
+		return nil, fmt.Errorf("-heads=%q: head size %d (64 or 128)", heads, d)
+	}
+	// Heads of 128 store S and M over words their lanes have just read,
+	// as lanes in lockstep may (source.go, lockstepReads).
+	if c.heads[2] == 128 && !c.mergeBarrier {
+		return nil, fmt.Errorf("-heads=%q: heads of 128 store over threadgroup words their lanes have just read, which the emulator does not run as a GPU does (-merge-barrier runs it)", heads)
 	}
 	return c, nil
 }

@@ -33,7 +33,9 @@ func TestParseArgs(t *testing.T) {
 		{"context past one simdgroup", []string{"-ggml", "x", "-contexts", "512,4096"}, "-contexts: 4096 is past 2048"},
 		{"context past one simdgroup, merge barrier", []string{"-ggml", "x", "-contexts", "512,4096", "-merge-barrier"}, ""},
 		{"heads not grouped", []string{"-ggml", "x", "-heads", "6/4/64"}, "a multiple of the KV heads"},
-		{"head of 128", []string{"-ggml", "x", "-heads", "32/4/128"}, "head size 128"},
+		{"head of 128", []string{"-ggml", "x", "-heads", "32/4/128"}, "heads of 128 store over threadgroup words"},
+		{"head of 128, merge barrier", []string{"-ggml", "x", "-heads", "32/4/128", "-merge-barrier"}, ""},
+		{"head of 96", []string{"-ggml", "x", "-heads", "32/4/96", "-merge-barrier"}, "head size 96 (64 or 128)"},
 		{"heads malformed", []string{"-ggml", "x", "-heads", "32/4"}, "want query heads/KV heads/head size"},
 		{"stray argument", []string{"-ggml", "x", "extra"}, `unexpected argument "extra"`},
 	} {
@@ -102,19 +104,33 @@ func TestReadGGML(t *testing.T) {
 	}
 }
 
+// TestInsertMergeBarrier puts a simdgroup_barrier before each of the vec
+// attention kernel's stores from lane 0 over words its lanes have read
+// (source.go, lockstepReads), and refuses a source holding either place
+// other than once.
 func TestInsertMergeBarrier(t *testing.T) {
-	src := "a\n" + mergeRead + "b\n"
+	const (
+		store  = "        // these are needed for reducing the results from the simdgroups (reuse the ss buffer)\n        if (tiisg == 0) {\n"
+		merge  = "            const float S = S0*ms0 + S1*ms1;\n\n            if (tiisg == 0) {\n"
+		stored = "        // these are needed for reducing the results from the simdgroups (reuse the ss buffer)\n        simdgroup_barrier(mem_flags::mem_threadgroup);\n        if (tiisg == 0) {\n"
+		merged = "            const float S = S0*ms0 + S1*ms1;\n\n            simdgroup_barrier(mem_flags::mem_threadgroup);\n            if (tiisg == 0) {\n"
+	)
+	src := "a\n" + store + "b\n" + merge + "c\n"
 	got, err := insertMergeBarrier(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "a\n            const float S = S0*ms0 + S1*ms1;\n\n            simdgroup_barrier(mem_flags::mem_threadgroup);\n            if (tiisg == 0) {\nb\n"
-	if got != want {
+	if want := "a\n" + stored + "b\n" + merged + "c\n"; got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	for _, bad := range []string{"a\nb\n", src + src} {
-		if _, err := insertMergeBarrier(bad); err == nil || !strings.Contains(err.Error(), "-merge-barrier") {
-			t.Errorf("%q: %v, want an error naming -merge-barrier", bad, err)
+	for _, c := range []struct{ name, src, err string }{
+		{"neither", "a\nb\n", "the store of S and M"},
+		{"no merge", "a\n" + store, "the merge of the simdgroups"},
+		{"no store", "a\n" + merge, "the store of S and M"},
+		{"merge twice", store + merge + merge, "the merge of the simdgroups"},
+	} {
+		if _, err := insertMergeBarrier(c.src); err == nil || !strings.Contains(err.Error(), "-merge-barrier") || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want an error naming -merge-barrier and %q", c.name, err, c.err)
 		}
 	}
 }

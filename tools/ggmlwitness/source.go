@@ -73,19 +73,38 @@ func embed(src, marker, file string) string {
 	return b.String()
 }
 
-// mergeRead is where kernel_flash_attn_ext_vec's simdgroups merge: every
-// lane has read ss[0] and ss[1] (S0, M0), and lane 0 then rewrites them
-// with no barrier between, which lanes in lockstep allow. The emulator's
-// lanes run one after another (docs/msl-subset.md, "The cost witness"), so
-// lane 0 may rewrite them before another lane reads them.
-const mergeRead = "            const float S = S0*ms0 + S1*ms1;\n\n            if (tiisg == 0) {\n"
+// lockstepReads are the two places where kernel_flash_attn_ext_vec has
+// lanes read threadgroup words that lane 0 then rewrites with no barrier
+// between, which lanes in lockstep allow. The emulator's lanes run one
+// after another between sync points (docs/msl-subset.md, "Not
+// supported"), so lane 0 may rewrite them before another lane reads them.
+var lockstepReads = []struct{ what, at, barrier string }{
+	// After its last block of keys a lane has read every ss[c] for P*V;
+	// lane 0 then stores S and M over ss[0] and ss[1]. Heads of 128 (NE = 1,
+	// 4 head elements a lane over every key) have no simd operation after
+	// those reads; heads of 64 shuffle their sums there, syncing the lanes.
+	{"the store of S and M after the loop over the keys",
+		"        // these are needed for reducing the results from the simdgroups (reuse the ss buffer)\n        if (tiisg == 0) {\n",
+		"        simdgroup_barrier(mem_flags::mem_threadgroup);\n"},
+	// The merge of two simdgroups: every lane has read ss[0] and ss[1]
+	// (S0, M0), and lane 0 then rewrites them.
+	{"the merge of the simdgroups",
+		"            const float S = S0*ms0 + S1*ms1;\n\n            if (tiisg == 0) {\n",
+		"            simdgroup_barrier(mem_flags::mem_threadgroup);\n"},
+}
 
-// insertMergeBarrier puts a simdgroup_barrier between those reads and that
-// write: a barrier that loads and stores nothing, so the witness counts
+// insertMergeBarrier puts a simdgroup_barrier between those reads and
+// writes: a barrier that loads and stores nothing, so the witness counts
 // what it counts without it.
 func insertMergeBarrier(src string) (string, error) {
-	if n := strings.Count(src, mergeRead); n != 1 {
-		return "", fmt.Errorf("-merge-barrier: the vec attention merge (%q) is in ggml-metal.metal %d times, want once", mergeRead, n)
+	for _, l := range lockstepReads {
+		if n := strings.Count(src, l.at); n != 1 {
+			return "", fmt.Errorf("-merge-barrier: %s in the vec attention kernel (%q) is in ggml-metal.metal %d times, want once", l.what, l.at, n)
+		}
+		// The barrier goes before the line that opens lane 0's store.
+		cut := strings.LastIndex(l.at, "if (tiisg == 0)")
+		cut = strings.LastIndex(l.at[:cut], "\n") + 1
+		src = strings.Replace(src, l.at, l.at[:cut]+l.barrier+l.at[cut:], 1)
 	}
-	return strings.Replace(src, mergeRead, "            const float S = S0*ms0 + S1*ms1;\n\n            simdgroup_barrier(mem_flags::mem_threadgroup);\n            if (tiisg == 0) {\n", 1), nil
+	return src, nil
 }

@@ -30,3 +30,30 @@ constant constexpr mem_flags both = mem_device | mem_threadgroup;
 	runBodies(t, dev, head, "device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]",
 		bodies, 1, func(j, i int) float32 { return 31 })
 }
+
+// TestLanesRunOneAfterAnother pins what docs/msl-subset.md, "Not
+// supported", says of lanes of one simdgroup: they run one after another
+// between sync points, not in lockstep, so a lane that reads threadgroup
+// words after lane 0 has stored over them sees the store, where lanes in
+// lockstep read first. llama.cpp's vec attention for heads of 128 stores
+// S and M over its P values so. A sync point between the reads and the
+// store (a simdgroup_barrier, or any simd operation) gives the lockstep
+// result.
+func TestLanesRunOneAfterAnother(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const pre = "threadgroup float tg[32]; tg[i] = x[i]; simdgroup_barrier(mem_threadgroup); " +
+		"float s = 0; for (int k = 0; k < 32; k++) { s += tg[k]; } "
+	const post = "if (i == 0) { tg[0] = 1000; } threadgroup_barrier(mem_threadgroup); x[i] = s"
+	runElementCases(t, dev, "#include <metal_stdlib>\nusing namespace metal;\n", []elementCase{
+		// Lane 0 runs to the barrier first, its store made before lane 1
+		// reads tg[0]: lanes 1 to 31 add 1000 where they would add 0.
+		{pre + post, func(i int) float32 {
+			if i == 0 {
+				return 496
+			}
+			return 1496
+		}},
+		{pre + "simdgroup_barrier(mem_threadgroup); " + post, func(int) float32 { return 496 }},
+		{pre + "s += simd_sum(0.0f); " + post, func(int) float32 { return 496 }},
+	})
+}
