@@ -304,9 +304,15 @@ func generateCommand() *cli.Command {
 			el := time.Since(start)
 			var text *string // the new tokens decoded, where a tokenizer is at hand
 			if tok != nil {
-				s, err := tok.Decode(out[0].Tokens, true)
+				// An id the tokenizer has no text for is shown where it
+				// falls and said once, not dropped unseen (docs/tokenizer.md).
+				s, unnamed, err := tok.DecodeShowing(out[0].Tokens, true, unnamedToken)
 				if err != nil {
 					return fmt.Errorf("decoding the output: %w", err)
+				}
+				if len(unnamed) > 0 {
+					fmt.Fprintf(c.App.ErrWriter, "warning: the tokenizer (%d ids) has no text for %s of the new tokens, shown as %s: %s's vocabulary has %d; is --tokenizer this model's?\n",
+						tok.VocabSize(), idList(unnamed), unnamedToken(unnamed[0]), c.String("model"), e.Config().Vocab)
 				}
 				text = &s
 			}
@@ -552,4 +558,26 @@ func openTokenizer(c *cli.Context) (*tokenizer.Tokenizer, error) {
 		return nil, fmt.Errorf("--prompt needs the checkpoint's tokenizer: %w; %s", err, hint)
 	}
 	return t, nil
+}
+
+// unnamedToken is how the text shows a new token's id that the tokenizer
+// has no text for.
+func unnamedToken(id int32) string { return fmt.Sprintf("[id %d]", id) }
+
+// idList names ids for a message: "id 5", "ids 5, 9 and 12", the first
+// eight of a longer list and how many more.
+func idList(ids []int32) string {
+	const most = 8
+	var s []string
+	for i, id := range ids {
+		if i == most {
+			s = append(s, fmt.Sprintf("%d more", len(ids)-most))
+			break
+		}
+		s = append(s, strconv.Itoa(int(id)))
+	}
+	if len(s) == 1 {
+		return "id " + s[0]
+	}
+	return "ids " + strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,7 +60,9 @@ func TestGeneratePrompt(t *testing.T) {
 	if !slices.Equal(byText.Tokens, byIDs.Tokens) {
 		t.Errorf("tokens %v from --prompt, %v from --tokens", byText.Tokens, byIDs.Tokens)
 	}
-	want, _ := tok.Decode(byText.Tokens, true)
+	// (the fixture's 512 ids are fewer than the preset's 8192: an id past
+	// them is shown as [id N], TestGenerateUnnamedIDsShown)
+	want, _, _ := tok.DecodeShowing(byText.Tokens, true, func(id int32) string { return fmt.Sprintf("[id %d]", id) })
 	if byText.Text == nil || *byText.Text != want || byIDs.Text != nil {
 		t.Errorf("text %v, want %q (and none without a tokenizer: %v)", byText.Text, want, byIDs.Text)
 	}
@@ -278,5 +281,83 @@ func TestStopTokens(t *testing.T) {
 		if got := stopTokens(c.named, c.tok, c.own); !slices.Equal(got, c.want) {
 			t.Errorf("stopTokens(%v, own %v): %v, want %v", c.named, c.own, got, c.want)
 		}
+	}
+}
+
+// A tokenizer with fewer ids than the model's vocabulary runs (a padded
+// embedding table is no fault), but a new token's id it has no text for is
+// shown in the text as [id N] and said once on stderr, not dropped unseen.
+func TestGenerateUnnamedIDsShown(t *testing.T) {
+	small := filepath.Join(t.TempDir(), "tokenizer.json")
+	os.WriteFile(small, []byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}}`), 0o644)
+	tok, err := tokenizer.Load(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"generate", "-m", "qwen3-moe-mini", "--layers", "1", "--backend", "cpu", "-n", "6", "--prompt", "abba", "--tokenizer", small}
+	for _, c := range []struct {
+		name string
+		json bool
+	}{{"text", false}, {"json", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			args := slices.Clone(common)
+			if c.json {
+				args = append(args, "--json")
+			}
+			stdout, stderr, err := mtl(t, args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			var toks []int32
+			var text string
+			if c.json {
+				var o struct {
+					Tokens []int32 `json:"tokens"`
+					Text   *string `json:"text"`
+				}
+				if err := json.Unmarshal([]byte(stdout), &o); err != nil || o.Text == nil {
+					t.Fatalf("%v: %s", err, stdout)
+				}
+				toks, text = o.Tokens, *o.Text
+			} else {
+				lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+				if len(lines) != 2 {
+					t.Fatalf("want the ids and the text, got %q", stdout)
+				}
+				for _, f := range strings.Fields(strings.NewReplacer(",", " ", "[", " ", "]", " ").Replace(lines[0])) {
+					id, err := strconv.Atoi(f)
+					if err != nil {
+						t.Fatalf("ids line %q: %v", lines[0], err)
+					}
+					toks = append(toks, int32(id))
+				}
+				text = lines[1]
+			}
+			var want strings.Builder
+			var unnamed []string
+			for _, id := range toks {
+				if tok.Names(id) {
+					s, _ := tok.Decode([]int32{id}, true)
+					want.WriteString(s)
+					continue
+				}
+				fmt.Fprintf(&want, "[id %d]", id)
+				if s := strconv.Itoa(int(id)); !slices.Contains(unnamed, s) {
+					unnamed = append(unnamed, s)
+				}
+			}
+			if len(unnamed) == 0 {
+				t.Fatalf("the new tokens %v all lie in the 3-token vocabulary: the case does not test anything", toks)
+			}
+			if text != want.String() {
+				t.Errorf("text %q, want %q", text, want.String())
+			}
+			if n := strings.Count(stderr, "warning: the tokenizer (3 ids) has no text for"); n != 1 {
+				t.Errorf("the warning is given %d times, want once:\n%s", n, stderr)
+			}
+			if !strings.Contains(stderr, unnamed[0]) || !strings.Contains(stderr, "qwen3-moe-mini's vocabulary has 8192") {
+				t.Errorf("the warning does not name id %s and the model's vocabulary:\n%s", unnamed[0], stderr)
+			}
+		})
 	}
 }

@@ -1116,3 +1116,51 @@ func checkTopLevel(data []byte) (err error) {
 	})
 	return err
 }
+
+// Names reports whether the tokenizer has text for id. Decode leaves out
+// an id it has none for, as HF does; a model's embedding table padded past
+// the tokenizer's last id (Qwen2's, Qwen3's) can give one.
+func (t *Tokenizer) Names(id int32) bool {
+	if t.tekken && id >= 0 && int(id) < len(t.tekkenSpecials) {
+		return true
+	}
+	_, ok := t.pieces[id]
+	return ok
+}
+
+// DecodeShowing decodes as Decode does, but shows each id the tokenizer has
+// no text for as placeholder(id) where it falls, instead of dropping it
+// unseen; the runs of ids between are decoded each on its own. It returns
+// the ids so shown, each once, in order.
+func (t *Tokenizer) DecodeShowing(ids []int32, skipSpecial bool, placeholder func(int32) string) (string, []int32, error) {
+	var sb strings.Builder
+	var unnamed []int32
+	start := 0
+	flush := func(end int) error {
+		if end > start {
+			s, err := t.Decode(ids[start:end], skipSpecial)
+			if err != nil {
+				return err
+			}
+			sb.WriteString(s)
+		}
+		return nil
+	}
+	for i, id := range ids {
+		if t.Names(id) {
+			continue
+		}
+		if err := flush(i); err != nil {
+			return "", nil, err
+		}
+		sb.WriteString(placeholder(id))
+		if !slices.Contains(unnamed, id) {
+			unnamed = append(unnamed, id)
+		}
+		start = i + 1
+	}
+	if err := flush(len(ids)); err != nil {
+		return "", nil, err
+	}
+	return sb.String(), unnamed, nil
+}
