@@ -32,7 +32,7 @@ func selftestCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "backend to check: " + strings.Join(backends.Names, ", ")},
 			&cli.IntFlag{Name: "threads", Usage: threadsUsage},
-			&cli.BoolFlag{Name: "failures", Usage: "list only the failing checks"},
+			&cli.BoolFlag{Name: "failures", Usage: "list only the failing checks (or say there were none)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()},
 			&cli.BoolFlag{Name: "model-shapes", Usage: "add the checks at the shipped models' shapes (GPU fast paths; slow on the CPU)"},
 			&cli.StringFlag{Name: "filter", Usage: "run only the checks whose \"name op k=v ...\" contains one of these '|'-separated substrings"},
@@ -61,7 +61,7 @@ func selftestCommand() *cli.Command {
 				return fmt.Errorf("--filter %q matches no check (%smtlbench selftest --backend %s lists them)", o.Filter, filterHint(o.Filter), info.Backend)
 			}
 			t, n := selftestTable(info.Backend, rs, c.Bool("failures"), o.Timed)
-			if err := t.Render(c.App.Writer, f); err != nil {
+			if err := renderSelftest(c.App.Writer, f, t, n, c.Bool("failures")); err != nil {
 				return err
 			}
 			if n.failed > 0 {
@@ -187,6 +187,18 @@ func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed boo
 			selftest.MinTrafficBytes>>20, 100/selftest.TrafficLimit, 100/selftest.FootprintLimit))
 	}
 	return t, n
+}
+
+// renderSelftest writes t in format f. Under --failures a run with none
+// says so in the text forms, where a table of only a header would read as
+// cut short; csv and json keep their empty lists, which a program reads.
+func renderSelftest(w io.Writer, f table.Format, t *table.Table, n selftestCounts, failuresOnly bool) error {
+	if !failuresOnly || n.failed > 0 || table.IsData(f) {
+		return t.Render(w, f)
+	}
+	total := n.passed + n.failed + n.skipped
+	_, err := fmt.Fprintf(w, "%s: no failures (%s: %d passed, %d skipped)\n", t.Title, plural.Of(total, "check"), n.passed, n.skipped)
+	return err
 }
 
 // filterHint is `did you mean "rms_norm"?; ` for a --filter part that is a

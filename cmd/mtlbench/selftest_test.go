@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,37 @@ func TestSelftestTable(t *testing.T) {
 	golden(t, "selftest-witness", b.String())
 }
 
+// --failures with none says so in the text forms, where a table of only a
+// header would read as cut short; csv and json keep their empty lists for
+// a program, and a run with a failure lists it as before.
+func TestSelftestNoFailures(t *testing.T) {
+	passing := []selftest.Result{
+		{Case: "norm", Shape: "rms_norm tokens=4 width=2048", MaxErr: 2e-7},
+		{Case: "qmatmul/m=1/dtype=q5_k", Err: errors.New("op=qmatmul: cpu: Q5_K weights run transcoded (affine 8-bit, group 32, f32 scales)"), Skipped: true},
+	}
+	failing := append(slices.Clone(passing), selftest.Result{Case: "qmatmul/m=1/dtype=q4", Shape: "qmatmul m=1 n=37 k=512 dtype=q4", MaxErr: 0.2, Err: errors.New("max error 0.2 over 1e-4")})
+	var b strings.Builder
+	for _, c := range []struct {
+		rs       []selftest.Result
+		failures bool
+		f        table.Format
+	}{
+		{passing, true, table.FormatTable},
+		{passing, true, table.FormatMarkdown},
+		{passing, true, table.FormatCSV},
+		{passing, true, table.FormatJSON},
+		{passing, false, table.FormatTable},
+		{failing, true, table.FormatTable},
+	} {
+		fmt.Fprintf(&b, "--- %d checks, failures only %v, %s\n", len(c.rs), c.failures, c.f)
+		tb, n := selftestTable("cpu", c.rs, c.failures, false)
+		if err := renderSelftest(&b, c.f, tb, n, c.failures); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden(t, "selftest-no-failures", b.String())
+}
+
 // A check the backend does not support is skipped: counted apart from the
 // passes, left out of --failures, and a run whose every check was skipped
 // checked nothing, so it does not succeed.
@@ -70,8 +103,10 @@ func TestSelftestSkipped(t *testing.T) {
 			wantStderr: "the 1 check passed on cpu\n", wantStdout: "1 check: 1 passed, 0 failed, 0 skipped;"},
 		{name: "some skipped", args: []string{"--filter", "qmatmul/m=1/"},
 			wantStderr: "20 of 25 checks passed on cpu, 5 skipped\n"},
+		// and a run with none says so, not a table of only a header
 		{name: "failures leave skips out", args: []string{"--filter", "qmatmul/m=1/", "--failures"},
-			wantStderr: "20 of 25 checks passed on cpu, 5 skipped\n", notStdout: "skipped:"},
+			wantStderr: "20 of 25 checks passed on cpu, 5 skipped\n", notStdout: "skipped:",
+			wantStdout: "selftest on cpu: no failures (25 checks: 20 passed, 5 skipped)\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stdout, stderr, err := mtl(t, append([]string{"selftest", "--backend", "cpu"}, c.args...)...)
