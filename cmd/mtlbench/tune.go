@@ -663,7 +663,7 @@ func tuneImport(c *cli.Context) error {
 	// one stops the import with nothing half done.
 	paths := slices.Sorted(maps.Keys(byFile))
 	merged := make([]*tune.File, len(paths))
-	var added, replaced int
+	var added, replaced, unchanged int
 	for i, p := range paths {
 		f := &tune.File{}
 		if old, err := tune.ReadFile(p); err == nil {
@@ -671,8 +671,8 @@ func tuneImport(c *cli.Context) error {
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%w; nothing imported", err)
 		}
-		a, r := f.Merge(byFile[p]...)
-		added, replaced = added+a, replaced+r
+		a, r, u := f.Merge(byFile[p]...)
+		added, replaced, unchanged = added+a, replaced+r, unchanged+u
 		merged[i] = f
 	}
 	for i, p := range paths {
@@ -680,6 +680,6 @@ func tuneImport(c *cli.Context) error {
 			return fmt.Errorf("%w (%d of %d device files written)", err, i, len(paths))
 		}
 	}
-	fmt.Fprintf(c.App.ErrWriter, "imported %s into %s: %d new, %d replaced\n", plural.Of(len(in.Entries), "tuned config"), dir, added, replaced)
+	fmt.Fprintf(c.App.ErrWriter, "imported %s into %s: %d new, %d replaced, %d unchanged\n", plural.Of(len(in.Entries), "tuned config"), dir, added, replaced, unchanged)
 	return nil
 }

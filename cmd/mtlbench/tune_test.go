@@ -87,9 +87,24 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("export/import round trip differs:\n%+v\n%+v", a, b)
 	}
-	// Importing again replaces rather than duplicates.
-	if _, errOut, _ := mtlTune(t, "tune", "import", exported, "--dir", dir2); !strings.Contains(errOut, "0 new, 1 replaced") {
+	// Importing again neither duplicates nor replaces: the entry is the one
+	// stored, counted as unchanged (it was "1 replaced", which said the
+	// store had changed when it had not).
+	if _, errOut, _ := mtlTune(t, "tune", "import", exported, "--dir", dir2); !strings.Contains(errOut, "0 new, 0 replaced, 1 unchanged") {
 		t.Errorf("re-import: %s", errOut)
+	}
+	// An entry of the same bucket that differs replaces the stored one.
+	if f, err := tune.ReadFile(exported); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Entries[0].Note = "retuned"
+		changed := filepath.Join(tmp, "changed.json")
+		if err := f.Write(changed); err != nil {
+			t.Fatal(err)
+		}
+		if _, errOut, _ := mtlTune(t, "tune", "import", changed, "--dir", dir2); !strings.Contains(errOut, "0 new, 1 replaced, 0 unchanged") {
+			t.Errorf("import of a changed entry: %s", errOut)
+		}
 	}
 	// An entry no kernel takes is refused, naming it, and nothing of its
 	// file is imported.

@@ -244,8 +244,9 @@ func ReadFile(path string) (*File, error) {
 }
 
 // Merge adds entries, replacing those with the same key, and reports how
-// many were new and how many replaced.
-func (f *File) Merge(entries ...Entry) (added, replaced int) {
+// many were new, how many replaced, and how many were the stored entry
+// already (Same), which is neither.
+func (f *File) Merge(entries ...Entry) (added, replaced, unchanged int) {
 	f.Format = FormatVersion
 	idx := map[string]int{}
 	for i := range f.Entries {
@@ -253,6 +254,10 @@ func (f *File) Merge(entries ...Entry) (added, replaced int) {
 	}
 	for _, e := range entries {
 		if i, ok := idx[e.Key()]; ok {
+			if f.Entries[i].Same(e) {
+				unchanged++
+				continue
+			}
 			f.Entries[i] = e
 			replaced++
 			continue
@@ -261,7 +266,20 @@ func (f *File) Merge(entries ...Entry) (added, replaced int) {
 		f.Entries = append(f.Entries, e)
 		added++
 	}
-	return added, replaced
+	return added, replaced, unchanged
+}
+
+// Same reports whether e and o are one entry as a file holds it: every
+// field alike, the tuning time the same instant whatever its zone (an
+// exported entry read back on another machine).
+func (e Entry) Same(o Entry) bool {
+	if !e.TunedAt.Equal(o.TunedAt) {
+		return false
+	}
+	e.TunedAt, o.TunedAt = time.Time{}, time.Time{}
+	a, errA := json.Marshal(e)
+	b, errB := json.Marshal(o)
+	return errA == nil && errB == nil && bytes.Equal(a, b)
 }
 
 // MergeResult merges a tuning run's entry for its bucket: as Merge does,

@@ -360,6 +360,42 @@ func TestStaleEntryIgnoredWithWarning(t *testing.T) {
 	}
 }
 
+// An entry Merge is given that is the stored one is neither new nor a
+// replacement: one whose tuning time is the same instant in another zone
+// (read back on another machine) is the same entry; any field that
+// differs makes it a replacement.
+func TestMergeUnchanged(t *testing.T) {
+	stored := entry(16, chunked(8), "h")
+	otherZone := stored
+	otherZone.TunedAt = stored.TunedAt.In(time.FixedZone("UTC+9", 9*3600))
+	later := stored
+	later.TunedAt = stored.TunedAt.Add(time.Second)
+	noted := stored
+	noted.Note = "retuned"
+	otherConfig := entry(16, chunked(4), "h")
+	for _, c := range []struct {
+		name                       string
+		e                          Entry
+		added, replaced, unchanged int
+	}{
+		{"identical", entry(16, chunked(8), "h"), 0, 0, 1},
+		{"another zone", otherZone, 0, 0, 1},
+		{"tuned later", later, 0, 1, 0},
+		{"a note", noted, 0, 1, 0},
+		{"another config", otherConfig, 0, 1, 0},
+		{"another bucket", entry(4, chunked(8), "h"), 1, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &File{}
+			f.Merge(stored)
+			a, r, u := f.Merge(c.e)
+			if a != c.added || r != c.replaced || u != c.unchanged {
+				t.Errorf("%d added, %d replaced, %d unchanged; want %d, %d, %d", a, r, u, c.added, c.replaced, c.unchanged)
+			}
+		})
+	}
+}
+
 func TestFileRoundTrip(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "sub", "t.json")
 	f := &File{}
@@ -381,9 +417,9 @@ func TestFileRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(g.Entries[1], f.Entries[1]) || !reflect.DeepEqual(g.Entries[0], f.Entries[0]) {
 		t.Errorf("round trip differs:\n%+v\n%+v", g.Entries, f.Entries)
 	}
-	added, replaced := g.Merge(entry(16, chunked(4), "h"), entry(4, chunked(2), "h"))
-	if added != 1 || replaced != 1 || len(g.Entries) != 3 {
-		t.Errorf("merge: %d added, %d replaced, %d entries", added, replaced, len(g.Entries))
+	added, replaced, unchanged := g.Merge(entry(16, chunked(4), "h"), entry(4, chunked(2), "h"))
+	if added != 1 || replaced != 1 || unchanged != 0 || len(g.Entries) != 3 {
+		t.Errorf("merge: %d added, %d replaced, %d unchanged, %d entries", added, replaced, unchanged, len(g.Entries))
 	}
 	if _, err := ParseFile("x", []byte(`{"format": 99, "entries": []}`)); err == nil {
 		t.Error("a newer format was accepted")
