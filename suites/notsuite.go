@@ -132,6 +132,39 @@ func ShippedSuiteHint(name string) string {
 	return fmt.Sprintf("%s is a built-in suite: run it with `mtlbench run %s`", name, shquote.Quote(base))
 }
 
+// FolderHint says, of a folder given as a model that has no config.json,
+// what makes it look a suite's: its name has a suite file's extension (a
+// folder never is a suite, docs/suites.md), or it holds suite files, with
+// the commands that take them; "" for neither.
+func FolderHint(dir string) string {
+	var found []string
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if p := filepath.Join(dir, e.Name()); suiteName(e.Name()) != e.Name() && !isFolder(p) {
+				found = append(found, p)
+			}
+		}
+	}
+	q := shquote.Quote(dir)
+	dir = filepath.Clean(dir) // "x.yaml/" is named x.yaml
+	var held string
+	switch len(found) {
+	case 0:
+	case 1:
+		held = fmt.Sprintf("it holds the suite %s: run it with `mtlbench run %s`", filepath.Base(found[0]), shquote.Quote(found[0]))
+	default:
+		held = fmt.Sprintf("it holds %d suites (%s, ...): `mtlbench suites list %s` lists them, `mtlbench run %s` runs one", len(found), filepath.Base(found[0]), q, shquote.Quote(found[0]))
+	}
+	if suiteName(dir) == dir {
+		return held
+	}
+	named := fmt.Sprintf("it is named like a suite file (%s), but is a folder, and a suite is a file (`mtlbench run FILE`)", filepath.Ext(dir))
+	if held == "" {
+		return named
+	}
+	return named + "; " + held
+}
+
 // IsSuite says whether the file at path is a suite: named as suites are
 // (.yaml, .yml), or one that parses. A reader of another kind of file
 // (a model, a tokenizer) asks it to name a suite given by mistake.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -124,5 +126,35 @@ func TestBenchHelpNamesItsCase(t *testing.T) {
 	c := s.Cases[0]
 	if want := "(" + c.Name + ", keyed " + c.Key + ")"; !strings.Contains(help, want) {
 		t.Errorf("bench --help does not name the default case as bench does, %q:\n%s", want, help)
+	}
+}
+
+// bench -m given a folder without config.json says what it holds that is
+// close to what -m takes (runner/model TestFolderWithoutConfigNamed has
+// every kind): a folder named like a suite, its suites, its safetensors.
+func TestBenchModelFolderNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files []string
+		want  string // after "--model: model folder DIR has no config.json"
+	}{
+		{"dir.yaml", nil, "; it is named like a suite file (.yaml), but is a folder, and a suite is a file (`mtlbench run FILE`)"},
+		{"suites", []string{"ci.yaml"}, "; it holds the suite ci.yaml: run it with `mtlbench run DIR/ci.yaml`"},
+		{"weights", []string{"model.safetensors"}, "; it holds model.safetensors, but not the config.json that says what model its tensors make"},
+	} {
+		dir := filepath.Join(t.TempDir(), tc.name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range tc.files {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _, err := mtl(t, "bench", "-m", dir, "--backend", "cpu", "--db", filepath.Join(t.TempDir(), "r.db"))
+		want := "--model: model folder " + dir + " has no config.json" + strings.ReplaceAll(tc.want, "DIR", dir)
+		if err == nil || !strings.HasPrefix(err.Error(), want) || exitCode(err) != 2 {
+			t.Errorf("%s: %v (exit %d), want %q, exit 2", tc.name, err, exitCode(err), want)
+		}
 	}
 }

@@ -397,7 +397,9 @@ func TestMistralOwnFormatNamed(t *testing.T) {
 		want  string // after "model folder DIR has no config.json"
 	}{
 		{[]string{"params.json", "consolidated.safetensors", "tekken.json"}, "; it holds params.json, Mistral's own checkpoint format (mistral_inference's, with consolidated weights), which transformers does not read: mtlbench reads a Hugging Face folder (config.json and model*.safetensors, which Mistral's repositories hold beside it) or a GGUF file"},
-		{[]string{"consolidated.safetensors"}, " (a Hugging Face or mlx-lm checkpoint folder holds one)"},
+		// safetensors alone are weights without their configuration
+		// (TestFolderWithoutConfigNamed), not an empty folder
+		{[]string{"consolidated.safetensors"}, "; it holds consolidated.safetensors, but not the config.json that says what model its tensors make (a Hugging Face or mlx-lm checkpoint folder holds one beside its weights: fetch the repository's into DIR)"},
 	} {
 		dir := t.TempDir()
 		for _, f := range tc.files {
@@ -405,9 +407,56 @@ func TestMistralOwnFormatNamed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		want := "model folder " + dir + " has no config.json" + tc.want
+		want := "model folder " + dir + " has no config.json" + strings.ReplaceAll(tc.want, "DIR", dir)
 		if _, _, err := Open(Spec{Model: dir}); err == nil || err.Error() != want {
 			t.Errorf("%v:\n got %v\nwant %s", tc.files, err, want)
+		}
+	}
+}
+
+// A model folder without config.json is named for what it holds that is
+// close to a checkpoint, by the one rule that names a folder of weights
+// mtlbench does not read (folderHolds): safetensors without their
+// configuration, weights of another format, a GGUF file, or a suite's
+// name or files (bench -m x.yaml, where x.yaml is a folder); a folder of
+// none of them says what a checkpoint folder holds.
+func TestFolderWithoutConfigNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string // the folder's name
+		files []string
+		dirs  []string
+		want  string // after "model folder DIR has no config.json"
+	}{
+		{"ck", []string{"model.safetensors", "tokenizer.json"}, nil,
+			"; it holds model.safetensors, but not the config.json that says what model its tensors make (a Hugging Face or mlx-lm checkpoint folder holds one beside its weights: fetch the repository's into DIR)"},
+		{"ck", []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}, nil,
+			"; it holds 2 safetensors files (model-00001-of-00002.safetensors, ...), but not the config.json that says what model its tensors make (a Hugging Face or mlx-lm checkpoint folder holds one beside its weights: fetch the repository's into DIR)"},
+		{"ck", []string{"pytorch_model.bin"}, nil,
+			"; its weights are pytorch_model.bin, in PyTorch's pickle format, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
+		{"ck", []string{"m.gguf", "model.safetensors"}, nil, "; it holds m.gguf: give the file itself, DIR/m.gguf"},
+		{"dir.yaml", nil, nil, "; it is named like a suite file (.yaml), but is a folder, and a suite is a file (`mtlbench run FILE`)"},
+		{"dir.yml", []string{"ci.yaml"}, nil,
+			"; it is named like a suite file (.yml), but is a folder, and a suite is a file (`mtlbench run FILE`); it holds the suite ci.yaml: run it with `mtlbench run DIR/ci.yaml`"},
+		{"mine", []string{"a.yaml", "b.YML", "notes.txt"}, []string{"c.yaml"},
+			"; it holds 2 suites (a.yaml, ...): `mtlbench suites list DIR` lists them, `mtlbench run DIR/a.yaml` runs one"},
+		// a folder named x.yaml is no suite, and lists as none
+		{"mine", nil, []string{"c.yaml"}, " (a Hugging Face or mlx-lm checkpoint folder holds one)"},
+		{"empty", nil, nil, " (a Hugging Face or mlx-lm checkpoint folder holds one)"},
+	} {
+		dir := filepath.Join(t.TempDir(), tc.name)
+		for _, d := range append([]string{""}, tc.dirs...) {
+			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range tc.files {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := "model folder " + dir + " has no config.json" + strings.ReplaceAll(tc.want, "DIR", dir)
+		if _, _, err := Open(Spec{Model: dir}); err == nil || err.Error() != want {
+			t.Errorf("%s %v:\n got %v\nwant %s", tc.name, tc.files, err, want)
 		}
 	}
 }

@@ -744,7 +744,7 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	}
 	ck, err := openCheckpoint(dir, want, cfg.tensorBound())
 	if errors.Is(err, safetensors.ErrNoWeights) {
-		if other := weightsOfAnotherFormat(dir); other != "" {
+		if other := folderHolds(dir, true); other != "" {
 			return nil, nil, fmt.Errorf("%w: %s", err, other)
 		}
 		// A configuration alone (downloaded without its weights, or written
@@ -876,21 +876,53 @@ var otherFormats = []struct{ pattern, format string }{
 	{"weights*.npz", "NumPy's format, as early mlx-examples conversions saved it"},
 }
 
-// weightsOfAnotherFormat says what a folder without safetensors holds
-// instead, where it holds weights mtlbench does not read or a GGUF file to
-// give instead of the folder; "" when it holds none, its configuration
-// alone. Named, the folder is not taken for one downloaded without its
-// weights (docs/architecture.md, "Where input is checked").
-func weightsOfAnotherFormat(dir string) string {
+// folderHolds says what a checkpoint folder lacking what mtlbench reads
+// holds instead that is close to it, with what to give: a GGUF file to give
+// itself, weights of a format mtlbench does not read and, where it has no
+// config.json (hasConfig false), a Hugging Face cache's repository folder,
+// Mistral's own format, safetensors without their configuration, or a
+// suite's name or files. "" when it holds none of them: with a config.json,
+// its configuration alone. The one rule for both of a folder's lacks
+// (docs/architecture.md, "Where input is checked"), so a folder is named
+// for what it is, not taken for one downloaded without its weights.
+func folderHolds(dir string, hasConfig bool) string {
+	// A folder holding a GGUF file is a common slip for the file itself.
 	if ggufs, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(ggufs) > 0 {
 		return fmt.Sprintf("it holds %s: give the file itself, %s", filepath.Base(ggufs[0]), ggufs[0])
+	}
+	if !hasConfig {
+		if snap := hubSnapshot(dir); snap != "" {
+			return "it is a Hugging Face cache's folder of a repository, whose files are in its snapshots: give " + snap
+		}
+		// Mistral's repositories may hold their own format alone: its
+		// config is params.json, which transformers does not read.
+		if _, err := os.Stat(filepath.Join(dir, "params.json")); err == nil {
+			return "it holds params.json, Mistral's own checkpoint format (mistral_inference's, with consolidated weights), which transformers does not read: mtlbench reads a Hugging Face folder (config.json and model*.safetensors, which Mistral's repositories hold beside it) or a GGUF file"
+		}
+		// Weights downloaded without their configuration: config.json
+		// says what the tensors are, and nothing else can.
+		if st, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(st) > 0 {
+			return fmt.Sprintf("it holds %s, but not the config.json that says what model its tensors make (a Hugging Face or mlx-lm checkpoint folder holds one beside its weights: fetch the repository's into %s)", fileCount(st, "safetensors file"), dir)
+		}
 	}
 	for _, o := range otherFormats {
 		if found, _ := filepath.Glob(filepath.Join(dir, o.pattern)); len(found) > 0 {
 			return fmt.Sprintf("its weights are %s, in %s, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)", filepath.Base(found[0]), o.format)
 		}
 	}
+	if !hasConfig {
+		// bench -m given a suite, or its folder: suites' own rule names it.
+		return suites.FolderHint(dir)
+	}
 	return ""
+}
+
+// fileCount names files found: the one, or how many and the first.
+func fileCount(found []string, kind string) string {
+	if len(found) == 1 {
+		return filepath.Base(found[0])
+	}
+	return fmt.Sprintf("%d %ss (%s, ...)", len(found), kind, filepath.Base(found[0]))
 }
 
 // LoadDir reads a checkpoint folder's config.json.
@@ -905,19 +937,10 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 	p := filepath.Join(dir, "config.json")
 	data, err := readfile.Read(p, readfile.Config, "a model config")
 	if errors.Is(err, fs.ErrNotExist) {
-		// A folder holding a GGUF file is a common slip for the file itself.
 		// No flag is named: the path comes from --model, -m, a models
 		// argument or a suite's path.
-		if ggufs, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(ggufs) > 0 {
-			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it holds %s: give the file itself, %s", dir, filepath.Base(ggufs[0]), ggufs[0])
-		}
-		if snap := hubSnapshot(dir); snap != "" {
-			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it is a Hugging Face cache's folder of a repository, whose files are in its snapshots: give %s", dir, snap)
-		}
-		// Mistral's repositories may hold their own format alone: its
-		// config is params.json, which transformers does not read.
-		if _, err := os.Stat(filepath.Join(dir, "params.json")); err == nil {
-			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it holds params.json, Mistral's own checkpoint format (mistral_inference's, with consolidated weights), which transformers does not read: mtlbench reads a Hugging Face folder (config.json and model*.safetensors, which Mistral's repositories hold beside it) or a GGUF file", dir)
+		if what := folderHolds(dir, false); what != "" {
+			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; %s", dir, what)
 		}
 		return nil, "", nil, fmt.Errorf("model folder %s has no config.json (a Hugging Face or mlx-lm checkpoint folder holds one)", dir)
 	}
