@@ -77,6 +77,9 @@ func valueStart(data []byte, off int64, value string) int {
 // JSONL record), whose caller names the line: a place is its column alone,
 // so a message gives one line number, the file's.
 func ExplainLine(err error, data []byte) error {
+	// A line that ends inside its value is not a text cut short: a JSON
+	// file of many lines read as lines (an export) ends each so, and its
+	// caller, which knows whether more follows, words it.
 	var se *json.SyntaxError
 	if errors.As(err, &se) && bytes.IndexByte(data, '\n') < 0 && se.Offset >= 0 && se.Offset <= int64(len(data)) {
 		// NaN or Infinity, as Python's json writes them: named by its key,
@@ -114,6 +117,13 @@ func ExplainAt(err error, data []byte, path string) error {
 		}
 		return typeError(&t, data)
 	}
+	in := ""
+	if path != "" {
+		in = " in " + path
+	}
+	if IsCutShort(err, data) {
+		return fmt.Errorf("not valid JSON%s: %s", in, CutShort)
+	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		if lit, start := nonFinite(data, se.Offset); lit != "" {
@@ -129,10 +139,6 @@ func ExplainAt(err error, data []byte, path string) error {
 			return fmt.Errorf("%s is %s (%s): a float that is not finite, which JSON has no number for; want a finite number",
 				at, lit, where(data, int64(start)+1))
 		}
-		in := ""
-		if path != "" {
-			in = " in " + path
-		}
 		if se.Offset <= int64(len(bom)) && bytes.HasPrefix(data, bom) {
 			// Python's json (transformers reads config.json as UTF-8 text,
 			// not utf-8-sig) and serde_json refuse the mark too.
@@ -140,10 +146,24 @@ func ExplainAt(err error, data []byte, path string) error {
 		}
 		return fmt.Errorf("not valid JSON%s %s: %s", in, where(data, se.Offset), se.Error())
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return errors.New("not valid JSON: the text ends inside a value")
-	}
 	return err
+}
+
+// CutShort is how every reader words a text that ends inside a JSON value
+// (a copy that stopped, a run interrupted): one wording whether the value
+// is an object or an array, and whichever decoder read it (IsCutShort).
+const CutShort = "the text ends inside a value: cut short"
+
+// IsCutShort reports whether err, from decoding data, is the text ending
+// inside a value: a Decoder's io.ErrUnexpectedEOF, or Unmarshal's syntax
+// error at the text's end ("unexpected end of JSON input").
+func IsCutShort(err error, data []byte) bool {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var se *json.SyntaxError
+	return errors.As(err, &se) && data != nil && se.Offset >= int64(len(bytes.TrimRight(data, " \t\r\n"))) &&
+		se.Error() == "unexpected end of JSON input"
 }
 
 // bom is UTF-8's byte order mark, which some editors put at a file's start.

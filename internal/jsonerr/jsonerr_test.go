@@ -79,7 +79,7 @@ func TestExplain(t *testing.T) {
 	if err := Explain(json.Unmarshal([]byte(`{"a": x}`), &cfg), nil); err == nil || err.Error() != "not valid JSON at byte 7: invalid character 'x' looking for beginning of value" {
 		t.Errorf("no data: %v", err)
 	}
-	if err := Explain(io.ErrUnexpectedEOF, nil); err == nil || err.Error() != "not valid JSON: the text ends inside a value" {
+	if err := Explain(io.ErrUnexpectedEOF, nil); err == nil || err.Error() != "not valid JSON: the text ends inside a value: cut short" {
 		t.Errorf("EOF: %v", err)
 	}
 	other := errors.New("other")
@@ -187,6 +187,41 @@ func TestNesting(t *testing.T) {
 		err := Nesting([]byte(c.in), SerdeDepth)
 		if (err == nil) != (c.want == "") || err != nil && err.Error() != c.want {
 			t.Errorf("%.40s...: %v, want %q", c.in, err, c.want)
+		}
+	}
+}
+
+// A text that ends inside a value is worded one way, an array or an
+// object, read by Unmarshal or a Decoder; an error elsewhere, or a text
+// of more after a whole value, is not that, nor is a line that ends
+// inside its value.
+func TestCutShortOneWording(t *testing.T) {
+	const want = "not valid JSON: " + CutShort
+	for _, c := range []struct {
+		data string
+		cut  bool
+	}{
+		{`[{"a": 1`, true},
+		{`{"a": [1`, true},
+		{`[`, true},
+		{`{"a": 1` + "\n\n", true},
+		{`[1,,2]`, false},
+		{`{"a": 1}}`, false},
+	} {
+		var v any
+		for i, err := range []error{json.Unmarshal([]byte(c.data), &v), json.NewDecoder(strings.NewReader(c.data)).Decode(&v)} {
+			if err == nil {
+				continue
+			}
+			got := Explain(err, []byte(c.data))
+			if IsCutShort(err, []byte(c.data)) != c.cut || (got.Error() == want) != c.cut {
+				t.Errorf("%q: %v (IsCutShort %v), want cut short %v", c.data, got, IsCutShort(err, []byte(c.data)), c.cut)
+			}
+			// A line that Unmarshal finds ending inside its value is its
+			// caller's to word: more lines may follow (TestExplainLine).
+			if lg := ExplainLine(err, []byte(c.data)); i == 0 && c.cut && !strings.Contains(c.data, "\n") && lg.Error() == want {
+				t.Errorf("%q as a line: %v, said cut short", c.data, lg)
+			}
 		}
 	}
 }

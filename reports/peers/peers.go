@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -237,6 +236,13 @@ type unknownFormat struct{ error }
 
 func (unknownFormat) Is(target error) bool { return target == ErrUnknownFormat }
 
+// cutShort is Detect's error for a file t that ends inside its first JSON
+// value, an array or an object alike: said where it stops, in jsonerr's
+// one wording, not as a first line that is no JSON.
+func cutShort(t []byte) error {
+	return fmt.Errorf("line %d: %s; copy the whole file, or run the tool again", 1+bytes.Count(t, []byte("\n")), jsonerr.CutShort)
+}
+
 // Detect names the format of data: the first one whose shape it has.
 func Detect(data []byte) (string, error) {
 	data, err := plainText(data)
@@ -259,6 +265,9 @@ func Detect(data []byte) (string, error) {
 				if errors.As(err, &se) && se.Offset >= int64(len(t)) && bytes.Contains(t, []byte(`"n_prompt"`)) && bytes.Contains(t, []byte(`"samples_ts"`)) {
 					return FormatLlamaBench, nil
 				}
+				if jsonerr.IsCutShort(err, t) {
+					return "", cutShort(t)
+				}
 				return "", jsonerr.Explain(err, t)
 			}
 			if len(arr) == 0 {
@@ -273,8 +282,8 @@ func Detect(data []byte) (string, error) {
 				// A tool's result whose file stops before the value ends
 				// (a copy that stopped): said where it stops, not as a
 				// first line that is no JSON.
-				if errors.Is(derr, io.ErrUnexpectedEOF) {
-					return "", fmt.Errorf("line %d: the file ends inside its first JSON value: it was cut short; copy the whole file, or run the tool again", 1+bytes.Count(t, []byte("\n")))
+				if jsonerr.IsCutShort(derr, t) {
+					return "", cutShort(t)
 				}
 				line, _, _ := bytes.Cut(t, []byte("\n"))
 				if lerr := json.Unmarshal(line, &probe); lerr != nil {

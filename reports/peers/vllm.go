@@ -109,8 +109,8 @@ func jsonValues(data []byte) ([]jsonValue, error) {
 		if err := dec.Decode(&raw); err == io.EOF {
 			return out, nil
 		} else if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				err = fmt.Errorf("line %d: the text ends inside a value: cut short", 1+bytes.Count(data[:start], []byte("\n")))
+			if jsonerr.IsCutShort(err, data) {
+				err = fmt.Errorf("line %d: %s", 1+bytes.Count(data[:start], []byte("\n")), jsonerr.CutShort)
 			}
 			return out, err
 		}

@@ -169,7 +169,7 @@ func TestModelTypeAlone(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	for _, c := range []struct{ json, want string }{
-		{`{`, "config.json: not valid JSON at line 1, column 1: unexpected end of JSON input"},
+		{`{`, "config.json: not valid JSON: the text ends inside a value: cut short"},
 		// transformers reads the file as UTF-8 text, in which Python's json
 		// refuses a byte order mark; trailing text it refuses as extra data.
 		{"\ufeff{\"architectures\": [\"LlamaForCausalLM\"]}", "config.json: not valid JSON: the text starts with a byte order mark (EF BB BF)"},

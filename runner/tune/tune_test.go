@@ -514,7 +514,7 @@ func TestParseFileErrors(t *testing.T) {
 		{"empty", ``, `x.json: not a tuned-config file: the file is empty`},
 		{"list", `[]`, `x.json: not a tuned-config file: the file is a JSON array, want an object`},
 		{"syntax", "{\n  \"format\": 1,,\n}", `x.json: not a tuned-config file: not valid JSON at line 2, column 15: invalid character ',' looking for beginning of object key string`},
-		{"cut short", `{"format": 1, "entries": [`, `x.json: not a tuned-config file: not valid JSON: the text ends inside a value`},
+		{"cut short", `{"format": 1, "entries": [`, `x.json: not a tuned-config file: not valid JSON: the text ends inside a value: cut short`},
 		{"no format", `{"entries": []}`, `x.json: not a tuned-config file: it has no "format" (this mtlbench writes format 1)`},
 		{"format as text", `{"format": "1", "entries": []}`, `x.json: not a tuned-config file: format is a JSON string ("1"), want a whole number`},
 		{"newer format, new keys", `{"format": 2, "entries": [{"bucket": "x"}], "devices": {}}`, `x.json: tuned-config format 2, this mtlbench reads 1`},
