@@ -196,7 +196,8 @@ func generateCommand() *cli.Command {
 			"   mtlbench generate --model ~/models/Qwen3-30B-A3B-Q8_0-00001-of-00002.gguf --prompt \"Hello\"\n\n" +
 			"With --prompt the checkpoint's tokenizer.json (else its tekken.json, Mistral's own format),\n" +
 			"or a .gguf file's own tokenizer, encodes the text (docs/tokenizer.md) and the new tokens\n" +
-			"are printed decoded after their ids. A GGUF file split into parts is named by any one of\n" +
+			"are printed decoded after their ids (an id the tokenizer has no text for as [id N], with\n" +
+			"a warning). A GGUF file split into parts is named by any one of\n" +
 			"them (docs/quantization.md, \"GGUF files\").",
 		Flags: append(modelFlags(),
 			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated (or --prompt)"},
