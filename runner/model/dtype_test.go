@@ -144,33 +144,6 @@ func TestFloatDTypeOfTensorsRead(t *testing.T) {
 // A GGUF file's float dtype follows the same rule: a norm stored in bf16
 // (read as f32) does not make a packed model's bf16, nor an f32 model's.
 func TestGGUFFloatDTypeOfMatrices(t *testing.T) {
-	// withBF16 is the file at src with tensor name's f32 values stored as
-	// bf16 (their high halves).
-	withBF16 := func(t *testing.T, src, name string) string {
-		f, err := gguf.Open(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ti, ok := f.Tensor(name)
-		if !ok || ti.Type != gguf.F32 {
-			t.Fatalf("%s is %v in %s, want an F32 tensor", name, ti.Type, src)
-		}
-		raw := f.Bytes(ti)
-		half := make([]byte, len(raw)/2)
-		for j := range len(raw) / 4 {
-			copy(half[2*j:], raw[4*j+2:4*j+4])
-		}
-		f.Close()
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(t.TempDir(), "m.gguf")
-		if err := os.WriteFile(p, retypeData(t, b, name, gguf.BF16, half), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	for _, c := range []struct {
 		file, bf16 string
 		want       bridge.DType
@@ -184,7 +157,7 @@ func TestGGUFFloatDTypeOfMatrices(t *testing.T) {
 		t.Run(c.file+"/"+c.bf16, func(t *testing.T) {
 			p := filepath.Join("..", "testdata", "gguf", c.file)
 			if c.bf16 != "" {
-				p = withBF16(t, p, c.bf16)
+				p = ggufWithBF16(t, p, c.bf16)
 			}
 			_, src, err := OpenGGUF(p, nil)
 			if err != nil {
@@ -280,13 +253,6 @@ func TestWeightBytesAsLoaded(t *testing.T) {
 // asked for one dtype, float experts are converted to it and the model
 // opens.
 func TestExpertsOfOneFormat(t *testing.T) {
-	bf16 := func(f32 []byte) []byte {
-		half := make([]byte, len(f32)/2)
-		for j := range len(f32) / 4 {
-			copy(half[2*j:], f32[4*j+2:4*j+4])
-		}
-		return half
-	}
 	toBF16 := func(keep func(name string) bool) func([]safetensors.WriteTensor) []safetensors.WriteTensor {
 		return func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
 			for i, w := range ts {
@@ -296,28 +262,6 @@ func TestExpertsOfOneFormat(t *testing.T) {
 			}
 			return ts
 		}
-	}
-	// ggufBF16 is the GGUF file from with its F32 tensor name in bf16.
-	ggufBF16 := func(t *testing.T, from, name string) string {
-		f, err := gguf.Open(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ti, ok := f.Tensor(name)
-		if !ok || ti.Type != gguf.F32 {
-			t.Fatalf("%s is %v in %s, want an F32 tensor", name, ti.Type, from)
-		}
-		half := bf16(f.Bytes(ti))
-		f.Close()
-		b, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(t.TempDir(), "m.gguf")
-		if err := os.WriteFile(p, retypeData(t, b, name, gguf.BF16, half), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
 	}
 	folder := func(from string, keep func(string) bool) func(t *testing.T) string {
 		return func(t *testing.T) string { return rewriteFolder(t, from, nil, toBF16(keep), nil) }
@@ -375,7 +319,7 @@ func TestExpertsOfOneFormat(t *testing.T) {
 			[]string{"experts of layer 0 differ in dtype", `"model.layers.0.block_sparse_moe.experts.0.w1.weight" is f32`, `"model.layers.0.block_sparse_moe.experts.1.w1.weight" bf16`}},
 		{"gguf mixtral as stored", func(*testing.T) string { return "../testdata/gguf/mixtral-f32.gguf" }, nil},
 		{"gguf mixtral down stack in bf16", func(t *testing.T) string {
-			return ggufBF16(t, "../testdata/gguf/mixtral-f32.gguf", "blk.1.ffn_down_exps.weight")
+			return ggufWithBF16(t, "../testdata/gguf/mixtral-f32.gguf", "blk.1.ffn_down_exps.weight")
 		}, []string{"experts of layer 1 differ in dtype", `"blk.1.ffn_gate_exps.weight" is F32`, `"blk.1.ffn_down_exps.weight" BF16`}},
 		{"gguf gate and up stacks packed differently", func(t *testing.T) string {
 			b, err := os.ReadFile("../testdata/gguf/qwen3_moe-q8_0.gguf")
@@ -422,4 +366,38 @@ func TestExpertsOfOneFormat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bf16 is f32's little-endian values cut to bfloat16 (their high halves).
+func bf16(f32 []byte) []byte {
+	half := make([]byte, len(f32)/2)
+	for j := range len(f32) / 4 {
+		copy(half[2*j:], f32[4*j+2:4*j+4])
+	}
+	return half
+}
+
+// ggufWithBF16 is a copy of the GGUF file src with its F32 tensor name
+// stored as bf16.
+func ggufWithBF16(t *testing.T, src, name string) string {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, ok := f.Tensor(name)
+	if !ok || ti.Type != gguf.F32 {
+		t.Fatalf("%s is %v in %s, want an F32 tensor", name, ti.Type, src)
+	}
+	half := bf16(f.Bytes(ti))
+	f.Close()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := os.WriteFile(p, retypeData(t, b, name, gguf.BF16, half), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
