@@ -97,11 +97,7 @@ func TestFloatDTypeOfTensorsRead(t *testing.T) {
 				if !slices.Contains(names, w.Name) {
 					continue
 				}
-				half := make([]byte, len(w.Data)/2)
-				for j := range len(w.Data) / 4 {
-					copy(half[2*j:], w.Data[4*j+2:4*j+4])
-				}
-				ts[i].DType, ts[i].Data = "BF16", half
+				ts[i].DType, ts[i].Data = "BF16", bf16(w.Data)
 			}
 			return ts
 		}
@@ -186,11 +182,7 @@ func TestWeightBytesAsLoaded(t *testing.T) {
 				if w.DType != "F32" || !keep(w.Name) {
 					continue
 				}
-				half := make([]byte, len(w.Data)/2)
-				for j := range len(w.Data) / 4 {
-					copy(half[2*j:], w.Data[4*j+2:4*j+4])
-				}
-				ts[i].DType, ts[i].Data = "BF16", half
+				ts[i].DType, ts[i].Data = "BF16", bf16(w.Data)
 			}
 			return ts
 		}
