@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"hash/fnv"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -35,3 +36,17 @@ func KeyOf(dt DType, data []byte) HostKey {
 	k.fp = h.Sum64()
 	return k
 }
+
+// Holders counts who holds a tensor a backend made of host bytes (a
+// HostKey) and hands out again for the same bytes: each hand-out after the
+// first adds one and each Free takes one, the memory going with the last.
+// A build that fails frees what it was handed, which then leaves in place
+// the tensors an engine made before it still runs. The zero value is one
+// holder.
+type Holders struct{ extra atomic.Int64 }
+
+// Add counts one more holder.
+func (h *Holders) Add() { h.extra.Add(1) }
+
+// Drop takes a holder and reports whether it was the last.
+func (h *Holders) Drop() bool { return h.extra.Add(-1) < 0 }

@@ -186,6 +186,13 @@ func TestPackedGEMVMatchesReference(t *testing.T) {
 	quanttest.GEMV(t, New(Options{Threads: 2}), 1e-5)
 }
 
+// TestHeldTwice: weights handed out twice for the same host bytes, as two
+// builds over one cached checkpoint get them, outlive the first hand-out's
+// Free (bridge/quanttest).
+func TestHeldTwice(t *testing.T) {
+	quanttest.HeldTwice(t, New(Options{Threads: 2}), 1e-5)
+}
+
 // TestPackedGEMVArgmax: the LM head's packed GEMV and the argmax after it, through the
 // fusion table (bridge/quanttest).
 func TestPackedGEMVArgmax(t *testing.T) {

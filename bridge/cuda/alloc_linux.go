@@ -187,6 +187,9 @@ type tensor struct {
 	ptr   uint64
 	mem   *devAlloc
 	wkey  *bridge.HostKey // set for cached weights
+	// holders: a cached weight is handed out once a build that asks for
+	// its bytes (cachedWeight); Free releases it with the last holder.
+	holders bridge.Holders
 }
 
 func (t *tensor) DType() bridge.DType { return t.dt }
@@ -298,17 +301,14 @@ func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tens
 		return b.newTensor(dt, shape, 0, nil), nil
 	}
 	key := bridge.KeyOf(dt, data)
-	b.memMu.Lock()
-	t := b.weights[key]
-	b.memMu.Unlock()
-	if t != nil && slices.Equal(t.shape, shape) && t.mem != nil && !t.mem.freed.Load() {
+	if t := b.cachedWeight(key, shape); t != nil {
 		return t, nil
 	}
 	d, err := b.upload(data)
 	if err != nil {
 		return nil, err
 	}
-	t = b.newTensor(dt, shape, n, d)
+	t := b.newTensor(dt, shape, n, d)
 	t.wkey = &key
 	b.memMu.Lock()
 	b.weights[key] = t
@@ -316,7 +316,21 @@ func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tens
 	return t, nil
 }
 
-// Free releases t's memory once no queued work can use it.
+// cachedWeight is the live weight made of the host bytes key names, as
+// shape, handed out once more (tensor.holders); nil if there is none.
+func (b *Backend) cachedWeight(key bridge.HostKey, shape []int) *tensor {
+	b.memMu.Lock()
+	defer b.memMu.Unlock()
+	t := b.weights[key]
+	if t == nil || !slices.Equal(t.shape, shape) || t.mem == nil || t.mem.freed.Load() {
+		return nil
+	}
+	t.holders.Add()
+	return t
+}
+
+// Free releases t's memory once no queued work can use it, a cached
+// weight's with its last holder.
 func (b *Backend) Free(x bridge.Tensor) {
 	// A packed matrix is its parts: a kernel case's, freed as it closes,
 	// held the device memory until the backend closed.
@@ -333,6 +347,9 @@ func (b *Backend) Free(x bridge.Tensor) {
 		return
 	}
 	if t.wkey != nil {
+		if !t.holders.Drop() {
+			return
+		}
 		b.memMu.Lock()
 		if b.weights[*t.wkey] == t {
 			delete(b.weights, *t.wkey)

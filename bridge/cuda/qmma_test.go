@@ -271,6 +271,13 @@ func TestPackedGEMVMatchesReference(t *testing.T) {
 	quanttest.GEMV(t, gpu(t), 1e-5)
 }
 
+// TestHeldTwice: weights handed out twice for the same host bytes, as two
+// builds over one cached checkpoint get them, outlive the first hand-out's
+// Free (bridge/quanttest).
+func TestHeldTwice(t *testing.T) {
+	quanttest.HeldTwice(t, gpu(t), 1e-5)
+}
+
 // TestBiasedFusions: bridge/quanttest's biased fusion cases (a norm folded
 // into biased GEMVs, biased GEMVs of one input with bias on all, some or
 // one, biased gate/up before SwiGLU, a biased GEMV taking the residual add

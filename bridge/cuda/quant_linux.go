@@ -167,17 +167,14 @@ func (b *Backend) packedBytes(data []byte) (*tensor, error) {
 		return b.newTensor(bridge.Packed, []int{0}, 0, nil), nil
 	}
 	key := bridge.KeyOf(bridge.Packed, data)
-	b.memMu.Lock()
-	t := b.weights[key]
-	b.memMu.Unlock()
-	if t != nil && t.mem != nil && !t.mem.freed.Load() {
+	if t := b.cachedWeight(key, []int{len(data)}); t != nil {
 		return t, nil
 	}
 	d, err := b.upload(data)
 	if err != nil {
 		return nil, err
 	}
-	t = b.newTensor(bridge.Packed, []int{len(data)}, len(data), d)
+	t := b.newTensor(bridge.Packed, []int{len(data)}, len(data), d)
 	t.wkey = &key
 	b.memMu.Lock()
 	b.weights[key] = t

@@ -117,6 +117,9 @@ type tensor struct {
 	buf   *dbuf
 	off   int  // bytes
 	owned bool // Free releases buf
+	// holders: a tensor kept by its host bytes (kept) is handed out once a
+	// build that asks for them; Free releases buf with the last holder.
+	holders bridge.Holders
 }
 
 func (t *tensor) DType() bridge.DType { return t.dt }
@@ -424,7 +427,8 @@ func (b *Backend) WeightMapped(dt bridge.DType, shape []int, data []byte) (bridg
 	return t, nil
 }
 
-// kept is the live tensor made of the host bytes key names, as shape.
+// kept is the live tensor made of the host bytes key names, as shape, handed
+// out once more (tensor.holders).
 func (b *Backend) kept(key bridge.HostKey, shape []int) *tensor {
 	b.mu.Lock()
 	t := b.byHost[key]
@@ -435,6 +439,7 @@ func (b *Backend) kept(key bridge.HostKey, shape []int) *tensor {
 	if t == nil || t.buf == nil || t.buf.released || !slices.Equal(t.shape, shape) {
 		return nil
 	}
+	t.holders.Add()
 	return t
 }
 
@@ -542,9 +547,9 @@ func (b *Backend) ReadI32(t bridge.Tensor, dst []int32) error {
 	return nil
 }
 
-// Free releases a tensor's buffer; a packed matrix's parts; a tensor
-// that points into a region it shares (a layer's experts), its share, the
-// region going with the last (unshare).
+// Free releases a tensor's buffer, with its last holder (tensor.holders);
+// a packed matrix's parts; a tensor that points into a region it shares (a
+// layer's experts), its share, the region going with the last (unshare).
 func (b *Backend) Free(t bridge.Tensor) {
 	if q, ok := t.(*qtensor); ok {
 		for _, x := range []*tensor{q.data, q.scales, q.biases} {
@@ -556,6 +561,9 @@ func (b *Backend) Free(t bridge.Tensor) {
 	}
 	x, ok := t.(*tensor)
 	if !ok || x.buf == nil {
+		return
+	}
+	if !x.holders.Drop() {
 		return
 	}
 	if !x.owned {

@@ -549,3 +549,84 @@ func TestExpertsMappedAgain(t *testing.T) {
 		}
 	}
 }
+
+// Experts handed out twice for the same host bytes, as a second build over
+// one cached checkpoint gets them after the first engine has run its MoE
+// (its experts laid out in a region, in place or gathered), outlive the
+// second build's Free when it fails: the first engine's MoE still runs, and
+// the region goes once the first frees them too. Before, the second Free
+// dropped the experts' shares of the region under the first engine.
+func TestExpertsHeldTwice(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skip(err)
+	}
+	const E, K, H, I = 4, 2, 128, 256
+	spec := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}
+	page := os.Getpagesize()
+	r := rand.New(rand.NewPCG(5, 6))
+	var mats [3]*quant.Matrix
+	for i, rows := range [][2]int{{E * I, H}, {E * I, H}, {E * H, I}} {
+		var parts [3][]byte
+		for j, n := range []int{rows[0] * spec.RowBytes(rows[1]), rows[0] * spec.Groups(rows[1]) * spec.Scale.Size(), rows[0] * spec.Groups(rows[1]) * spec.Scale.Size()} {
+			m, err := unix.Mmap(-1, 0, (n+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Munmap(m)
+			parts[j] = m[:n]
+		}
+		mats[i] = quant.Random(spec, rows[0], rows[1], 0.1, r, parts[0], parts[1], parts[2])
+	}
+	x, router := make([]float32, H), make([]float32, E*H)
+	for i := range router {
+		router[i] = float32(r.NormFloat64()) * 0.5
+	}
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	want := make([]float32, H)
+	quant.MoE(want, x, nil, router, quant.Experts{Gate: mats[0], Up: mats[1], Down: mats[2], Count: E}, K, true, H, I)
+	for _, mapped := range []bool{true, false} {
+		be, err := New(emu.New(emu.Options{}), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		rt, err := be.Weight(bridge.F32, []int{E, H}, quanttest.F32Bytes(router))
+		if err != nil {
+			t.Fatal(err)
+		}
+		build := func() *bridge.MoEWeights {
+			w := &bridge.MoEWeights{Router: rt, TopK: K, NormTopK: true, Hidden: H, Inter: I}
+			for e := 0; e < E; e++ {
+				for i, dst := range []*[]bridge.Tensor{&w.Gate, &w.Up, &w.Down} {
+					m := mats[i].Expert(e, E)
+					upload := be.QuantWeight
+					if mapped {
+						upload = be.QuantWeightMapped
+					}
+					q, err := upload(spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
+					if err != nil {
+						t.Fatal(err)
+					}
+					*dst = append(*dst, q)
+				}
+			}
+			return w
+		}
+		first := build()
+		if e := quanttest.RelErr(runMoE(t, be, first, x, 1, H, true), want); e > 1e-5 {
+			t.Fatalf("mapped %v: the first build: relative error %.3g", mapped, e)
+		}
+		second := build()
+		for _, ts := range [][]bridge.Tensor{second.Gate, second.Up, second.Down} {
+			for _, q := range ts {
+				be.Free(q)
+			}
+		}
+		if e := quanttest.RelErr(runMoE(t, be, first, x, 1, H, true), want); e > 1e-5 {
+			t.Errorf("mapped %v: the first build once the second freed its experts: relative error %.3g", mapped, e)
+		}
+		freeExperts(t, be, first, int64(len(mats[0].Data)+len(mats[1].Data)+len(mats[2].Data)))
+	}
+}

@@ -70,6 +70,12 @@ func (b *Backend) quantWeight(spec quant.Spec, shape []int, data, scales, biases
 	q := b.qbyHost[key]
 	b.mu.Unlock()
 	if q != nil && q.data != nil && q.data.buf != nil {
+		// Free(q) frees each part: each is handed out once more with it.
+		for _, x := range []*tensor{q.data, q.scales, q.biases} {
+			if x != nil {
+				x.holders.Add()
+			}
+		}
 		return q, nil
 	}
 	q = &qtensor{PackedMatrix: bridge.PackedMatrix{Spec: spec, Dims: append([]int(nil), shape...)}}

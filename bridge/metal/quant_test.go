@@ -457,6 +457,13 @@ func TestPackedGEMVMatchesReference(t *testing.T) {
 	quanttest.GEMV(t, newEmu(t, metal.Tuning{}), 1e-5)
 }
 
+// TestHeldTwice: weights handed out twice for the same host bytes, as two
+// builds over one cached checkpoint get them, outlive the first hand-out's
+// Free (bridge/quanttest).
+func TestHeldTwice(t *testing.T) {
+	quanttest.HeldTwice(t, newEmu(t, metal.Tuning{}), 1e-5)
+}
+
 // mlx-community's 2-, 3-, 5- and 6-bit checkpoints run as stored, on the
 // affine kernels of their own width: the CPU's tokens, and its logits
 // within 1e-4, with routers at 8 bits (as mlx-lm keeps them) and at 3.

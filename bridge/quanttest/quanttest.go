@@ -117,23 +117,35 @@ func run(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, 
 	want = make([]float32, c.M*c.N)
 	quant.MatMul(want, x, bias, w, c.M)
 
-	m, err := upload(be, c, packed{qb: qb, s: s, w: w}.upload, x, bias)
+	got, err = qmatmul(be, qb, c, packed{qb: qb, s: s, w: w}.upload, x, bias, nil)
+	return got, want, err
+}
+
+// qmatmul runs one packed matmul of shape c on be, its weights put there by
+// weight, and returns its output; uploaded, when set, runs once every
+// tensor is on be.
+func qmatmul(be bridge.Backend, qb bridge.QuantBackend, c Shape, weight func(bridge.Backend, Shape) (bridge.Tensor, error),
+	x, bias []float32, uploaded func()) ([]float32, error) {
+	m, err := upload(be, c, weight, x, bias)
 	defer m.free()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
+	}
+	if uploaded != nil {
+		uploaded()
 	}
 	if err := be.BeginStep(stepMeta(c.M), make([]int32, c.M), false); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	qb.QMatMul(m.out, m.x, m.w, m.bias)
 	if _, err := be.EndStep(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	got = make([]float32, c.M*c.N)
+	got := make([]float32, c.M*c.N)
 	if err := be.Read(m.out, got); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return got, want, nil
+	return got, nil
 }
 
 func randn(r *rand.Rand, n int) []float32 {

@@ -26,26 +26,52 @@ type ledger struct {
 	// memory would.
 	refuse, refuseAlloc int
 	allocs              int
+	// shared, when set, hands out the tensor made of some host bytes again
+	// for the same bytes, as the GPU backends do (bridge.HostKey), each
+	// hand-out one more holder (held) that Free takes back.
+	shared bool
+	byKey  map[bridge.HostKey]bridge.Tensor
+	held   map[bridge.Tensor]int
 }
 
 var errNoMemory = errors.New("out of device memory")
 
 func newLedger() *ledger {
-	return &ledger{Backend: cpu.New(cpu.Options{}), live: map[bridge.Tensor]string{}}
+	return &ledger{Backend: cpu.New(cpu.Options{}), live: map[bridge.Tensor]string{},
+		byKey: map[bridge.HostKey]bridge.Tensor{}, held: map[bridge.Tensor]int{}}
 }
 
 func (l *ledger) made(t bridge.Tensor, err error, how string, shape []int) (bridge.Tensor, error) {
 	if err == nil {
 		l.live[t] = fmt.Sprintf("%s %v", how, shape)
+		l.held[t]++
 	}
 	return t, err
+}
+
+// again is the live tensor made of the bytes key names, handed out once
+// more, when l is shared.
+func (l *ledger) again(key bridge.HostKey) bridge.Tensor {
+	t, ok := l.byKey[key]
+	if !l.shared || !ok || l.held[t] == 0 {
+		return nil
+	}
+	l.held[t]++
+	return t
 }
 
 func (l *ledger) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tensor, error) {
 	if l.weights++; l.weights == l.refuse {
 		return nil, errNoMemory
 	}
+	key := bridge.KeyOf(dt, data)
+	if t := l.again(key); t != nil {
+		return t, nil
+	}
 	t, err := l.Backend.Weight(dt, shape, data)
+	if err == nil {
+		l.byKey[key] = t
+	}
 	return l.made(t, err, "weight", shape)
 }
 
@@ -53,7 +79,14 @@ func (l *ledger) QuantWeight(spec quant.Spec, shape []int, data, scales, biases 
 	if l.weights++; l.weights == l.refuse {
 		return nil, errNoMemory
 	}
+	key := bridge.KeyOf(bridge.Packed, data)
+	if t := l.again(key); t != nil {
+		return t, nil
+	}
 	t, err := l.Backend.QuantWeight(spec, shape, data, scales, biases)
+	if err == nil {
+		l.byKey[key] = t
+	}
 	return l.made(t, err, "packed weight", shape)
 }
 
@@ -69,6 +102,10 @@ func (l *ledger) Free(t bridge.Tensor) {
 	if _, ok := l.live[t]; !ok {
 		l.bad = append(l.bad, fmt.Sprintf("freed a tensor not live (%v %v)", t.DType(), t.Shape()))
 	}
+	if l.held[t]--; l.held[t] > 0 {
+		return
+	}
+	delete(l.held, t)
 	delete(l.live, t)
 	l.Backend.Free(t)
 }
@@ -272,5 +309,96 @@ func TestWorkspaceFreedWhenRefused(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// sameNorms hands out each layer's input norm's bytes for its post-attention
+// norm too (the same shape): two tensors of one build over the same host
+// bytes, which a backend keeping weights by their bytes hands out as one.
+type sameNorms struct{ model.Source }
+
+func (s sameNorms) Tensor(spec model.TensorSpec) (bridge.DType, []byte, error) {
+	if p, ok := strings.CutSuffix(spec.Name, "post_attention_layernorm.weight"); ok {
+		spec.Name = p + "input_layernorm.weight"
+	}
+	return s.Source.Tensor(spec)
+}
+
+// sameNormsPacked is sameNorms over a source that hands out packed
+// matrices too.
+type sameNormsPacked struct {
+	sameNorms
+	packed model.PackedSource
+}
+
+func (s sameNormsPacked) Packed(spec model.TensorSpec) (model.Packed, bool, error) {
+	return s.packed.Packed(spec)
+}
+
+// A backend that gives builds over the same bytes one tensor (the GPU
+// backends: bridge.HostKey, bridge.Holders) counts a holder for each
+// hand-out. A second build that fails frees its holds and leaves the first
+// engine's weights, which still runs; a tensor handed out twice within one
+// build is freed twice, and nothing is left once both are done.
+func TestWeightsHeldTwice(t *testing.T) {
+	for _, path := range []string{"../testdata/hf/llama", "../testdata/hf/qwen3_moe", "../testdata/mlx/qwen3_moe-q4"} {
+		cfg, src, err := model.Open(model.Spec{Model: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.Close() })
+		all := len(cfg.Tensors())
+		run := func(t *testing.T, e *Engine) {
+			t.Helper()
+			if err := e.Add(Request{ID: 1, Prompt: []int32{1, 2, 3}, MaxNewTokens: 2}); err != nil {
+				t.Fatal(err)
+			}
+			for e.Pending() {
+				if _, err := e.Step(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		t.Run(path[len("../testdata/"):]+"/second build refused", func(t *testing.T) {
+			be := newLedger()
+			be.shared = true
+			first, err := New(be, cfg, src, Options{KVTokens: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.refuse = be.weights + all/2
+			if _, err := New(be, cfg, src, Options{KVTokens: 64}); !errors.Is(err, errNoMemory) {
+				t.Fatalf("got %v, want the backend's refusal", err)
+			}
+			for _, w := range first.w.made {
+				if be.held[w] == 0 {
+					t.Fatalf("the failed second build freed the first engine's %v %v", w.DType(), w.Shape())
+				}
+			}
+			run(t, first)
+			first.Close()
+			first.w.free(be)
+			if s := be.left(); s != "" {
+				t.Errorf("after both builds: %s", s)
+			}
+		})
+		t.Run(path[len("../testdata/"):]+"/one build, bytes twice", func(t *testing.T) {
+			be := newLedger()
+			be.shared = true
+			var twice model.Source = sameNorms{src}
+			if ps, ok := src.(model.PackedSource); ok {
+				twice = sameNormsPacked{sameNorms{src}, ps}
+			}
+			e, err := New(be, cfg, twice, Options{KVTokens: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run(t, e)
+			e.Close()
+			e.w.free(be)
+			if s := be.left(); s != "" {
+				t.Errorf("after the build: %s", s)
+			}
+		})
 	}
 }

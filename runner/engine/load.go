@@ -6,7 +6,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -194,19 +193,13 @@ func stopped(ctx context.Context, cfg *model.Config) error {
 	return fmt.Errorf("%s: loading its weights stopped: %w", cfg.Name, err)
 }
 
-// free hands every tensor the loader made for w back to the backend, once
-// each (a backend that keeps weights by their bytes may hand one out
-// twice): a failed or stopped build's, which no engine runs. A tensor of a
-// type that cannot be a map key is a value, freed as it comes.
+// free hands every tensor the loader made for w back to the backend, as
+// often as it was handed out: a backend that keeps weights by their bytes
+// hands one out again for the same bytes and counts a holder for each
+// (bridge.Holders), so an engine still running it keeps it. The weights
+// freed are a failed or stopped build's, which no engine runs.
 func (w *weights) free(be bridge.Backend) {
-	seen := map[bridge.Tensor]bool{}
 	for _, t := range w.made {
-		if reflect.TypeOf(t).Comparable() {
-			if seen[t] {
-				continue
-			}
-			seen[t] = true
-		}
 		be.Free(t)
 	}
 	w.made = nil
