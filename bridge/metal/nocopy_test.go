@@ -493,52 +493,10 @@ func TestExpertsMappedAgain(t *testing.T) {
 	}
 	const E, K, H, I = 4, 2, 128, 64
 	spec := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}
-	page := os.Getpagesize()
-	r := rand.New(rand.NewPCG(3, 4))
-	var mats [3]*quant.Matrix
-	for i, rows := range [][2]int{{E * I, H}, {E * I, H}, {E * H, I}} {
-		var parts [3][]byte
-		for j, n := range []int{rows[0] * spec.RowBytes(rows[1]), rows[0] * spec.Groups(rows[1]) * spec.Scale.Size(), rows[0] * spec.Groups(rows[1]) * spec.Scale.Size()} {
-			m, err := unix.Mmap(-1, 0, (n+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Munmap(m)
-			parts[j] = m[:n]
-		}
-		mats[i] = quant.Random(spec, rows[0], rows[1], 0.1, r, parts[0], parts[1], parts[2])
-	}
-	x := make([]float32, H)
-	router := make([]float32, E*H)
-	for i := range router {
-		router[i] = float32(r.NormFloat64()) * 0.5
-	}
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
-	}
-	want := make([]float32, H)
-	quant.MoE(want, x, nil, router, quant.Experts{Gate: mats[0], Up: mats[1], Down: mats[2], Count: E}, K, true, H, I)
-	be, err := New(emu.New(emu.Options{}), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	rt, err := be.Weight(bridge.F32, []int{E, H}, quanttest.F32Bytes(router))
-	if err != nil {
-		t.Fatal(err)
-	}
+	mats, x, router, want := mappedExperts(t, spec, E, K, H, I, rand.New(rand.NewPCG(3, 4)))
+	be, rt := routedEmu(t, router, E, H)
 	for round := range 2 {
-		w := &bridge.MoEWeights{Router: rt, TopK: K, NormTopK: true, Hidden: H, Inter: I}
-		for e := 0; e < E; e++ {
-			for i, dst := range []*[]bridge.Tensor{&w.Gate, &w.Up, &w.Down} {
-				m := mats[i].Expert(e, E)
-				q, err := be.QuantWeightMapped(spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
-				if err != nil {
-					t.Fatal(err)
-				}
-				*dst = append(*dst, q)
-			}
-		}
+		w := expertWeights(t, rt, mats, spec, K, H, I, be.QuantWeightMapped)
 		if e := quanttest.RelErr(runMoE(t, be, w, x, 1, H, true), want); e > 1e-5 {
 			t.Errorf("round %d: relative error %.3g", round, e)
 		}
@@ -562,58 +520,14 @@ func TestExpertsHeldTwice(t *testing.T) {
 	}
 	const E, K, H, I = 4, 2, 128, 256
 	spec := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}
-	page := os.Getpagesize()
-	r := rand.New(rand.NewPCG(5, 6))
-	var mats [3]*quant.Matrix
-	for i, rows := range [][2]int{{E * I, H}, {E * I, H}, {E * H, I}} {
-		var parts [3][]byte
-		for j, n := range []int{rows[0] * spec.RowBytes(rows[1]), rows[0] * spec.Groups(rows[1]) * spec.Scale.Size(), rows[0] * spec.Groups(rows[1]) * spec.Scale.Size()} {
-			m, err := unix.Mmap(-1, 0, (n+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Munmap(m)
-			parts[j] = m[:n]
-		}
-		mats[i] = quant.Random(spec, rows[0], rows[1], 0.1, r, parts[0], parts[1], parts[2])
-	}
-	x, router := make([]float32, H), make([]float32, E*H)
-	for i := range router {
-		router[i] = float32(r.NormFloat64()) * 0.5
-	}
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
-	}
-	want := make([]float32, H)
-	quant.MoE(want, x, nil, router, quant.Experts{Gate: mats[0], Up: mats[1], Down: mats[2], Count: E}, K, true, H, I)
+	mats, x, router, want := mappedExperts(t, spec, E, K, H, I, rand.New(rand.NewPCG(5, 6)))
 	for _, mapped := range []bool{true, false} {
-		be, err := New(emu.New(emu.Options{}), Options{})
-		if err != nil {
-			t.Fatal(err)
+		be, rt := routedEmu(t, router, E, H)
+		upload := be.QuantWeight
+		if mapped {
+			upload = be.QuantWeightMapped
 		}
-		defer be.Close()
-		rt, err := be.Weight(bridge.F32, []int{E, H}, quanttest.F32Bytes(router))
-		if err != nil {
-			t.Fatal(err)
-		}
-		build := func() *bridge.MoEWeights {
-			w := &bridge.MoEWeights{Router: rt, TopK: K, NormTopK: true, Hidden: H, Inter: I}
-			for e := 0; e < E; e++ {
-				for i, dst := range []*[]bridge.Tensor{&w.Gate, &w.Up, &w.Down} {
-					m := mats[i].Expert(e, E)
-					upload := be.QuantWeight
-					if mapped {
-						upload = be.QuantWeightMapped
-					}
-					q, err := upload(spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
-					if err != nil {
-						t.Fatal(err)
-					}
-					*dst = append(*dst, q)
-				}
-			}
-			return w
-		}
+		build := func() *bridge.MoEWeights { return expertWeights(t, rt, mats, spec, K, H, I, upload) }
 		first := build()
 		if e := quanttest.RelErr(runMoE(t, be, first, x, 1, H, true), want); e > 1e-5 {
 			t.Fatalf("mapped %v: the first build: relative error %.3g", mapped, e)
@@ -629,4 +543,71 @@ func TestExpertsHeldTwice(t *testing.T) {
 		}
 		freeExperts(t, be, first, int64(len(mats[0].Data)+len(mats[1].Data)+len(mats[2].Data)))
 	}
+}
+
+// mappedExperts draws a MoE layer's E packed experts of spec from r, each
+// matrix's experts stacked in memory mapped for the test (as a checkpoint's
+// lie), an input and a router, and the reference's output for them.
+func mappedExperts(t *testing.T, spec quant.Spec, E, K, H, I int, r *rand.Rand) (mats [3]*quant.Matrix, x, router, want []float32) {
+	t.Helper()
+	page := os.Getpagesize()
+	for i, rows := range [][2]int{{E * I, H}, {E * I, H}, {E * H, I}} {
+		var parts [3][]byte
+		g := rows[0] * spec.Groups(rows[1]) * spec.Scale.Size()
+		for j, n := range []int{rows[0] * spec.RowBytes(rows[1]), g, g} {
+			m, err := unix.Mmap(-1, 0, (n+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Munmap(m) })
+			parts[j] = m[:n]
+		}
+		mats[i] = quant.Random(spec, rows[0], rows[1], 0.1, r, parts[0], parts[1], parts[2])
+	}
+	x, router = make([]float32, H), make([]float32, E*H)
+	for i := range router {
+		router[i] = float32(r.NormFloat64()) * 0.5
+	}
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	want = make([]float32, H)
+	quant.MoE(want, x, nil, router, quant.Experts{Gate: mats[0], Up: mats[1], Down: mats[2], Count: E}, K, true, H, I)
+	return mats, x, router, want
+}
+
+// expertWeights is a MoE block over mats' experts (mappedExperts) and
+// router rt, each expert's matrices handed to the backend by upload.
+func expertWeights(t *testing.T, rt bridge.Tensor, mats [3]*quant.Matrix, spec quant.Spec, K, H, I int,
+	upload func(quant.Spec, []int, []byte, []byte, []byte) (bridge.Tensor, error)) *bridge.MoEWeights {
+	t.Helper()
+	E := rt.Shape()[0]
+	w := &bridge.MoEWeights{Router: rt, TopK: K, NormTopK: true, Hidden: H, Inter: I}
+	for e := 0; e < E; e++ {
+		for i, dst := range []*[]bridge.Tensor{&w.Gate, &w.Up, &w.Down} {
+			m := mats[i].Expert(e, E)
+			q, err := upload(spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*dst = append(*dst, q)
+		}
+	}
+	return w
+}
+
+// routedEmu is a backend on the emulator, closed with the test, holding
+// router, E rows of H.
+func routedEmu(t *testing.T, router []float32, E, H int) (*Backend, bridge.Tensor) {
+	t.Helper()
+	be, err := New(emu.New(emu.Options{}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	rt, err := be.Weight(bridge.F32, []int{E, H}, quanttest.F32Bytes(router))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return be, rt
 }

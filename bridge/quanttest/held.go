@@ -21,23 +21,14 @@ func HeldTwice(t *testing.T, be bridge.Backend, tol float64) {
 		t.Fatalf("%T runs no packed weights", be)
 	}
 	r := rand.New(rand.NewPCG(3, 5))
+	c := Shape{M: 1, N: 64, K: 256}
 	for _, s := range []quant.Spec{{Type: quant.Q4_0}, {Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}} {
-		c := Shape{M: 1, N: 64, K: 256}
-		g := c.N * s.Groups(c.K) * s.Scale.Size()
-		var sc, bi []byte
-		if s.Type == quant.Affine {
-			sc, bi = make([]byte, g), make([]byte, g)
-		}
-		w := quant.Random(s, c.N, c.K, 0.1, r, make([]byte, c.N*s.RowBytes(c.K)), sc, bi)
-		x, bias := randn(r, c.M*c.K), randn(r, c.N)
-		want := make([]float32, c.M*c.N)
-		quant.MatMul(want, x, bias, w, c.M)
-		p := packed{qb: qb, s: s, w: w}
-		got, err := heldTwice(be, qb, c, p, x, bias)
+		d := draw(r, s, c)
+		got, err := heldTwice(be, qb, c, packed{qb: qb, s: s, w: d.w}, d.x, d.bias)
 		if err != nil {
 			t.Fatalf("%v: %v", s, err)
 		}
-		e := RelErr(got, want)
+		e := RelErr(got, d.want)
 		t.Logf("%v: the second hand-out after the first was freed: relative error %.2g", s, e)
 		if !(e <= tol) {
 			t.Errorf("%v: a matmul on the second hand-out of its weights after the first was freed: relative error %.3g > %g", s, e, tol)

@@ -107,18 +107,30 @@ func Run(be bridge.Backend, s quant.Spec, c Shape, seed uint64) (got, want []flo
 }
 
 func run(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, c Shape) (got, want []float32, err error) {
+	d := draw(r, s, c)
+	got, err = qmatmul(be, qb, c, packed{qb: qb, s: s, w: d.w}.upload, d.x, d.bias, nil)
+	return got, d.want, err
+}
+
+// drawn is a packed matmul's matrix, activations and bias, and the
+// reference's output for them.
+type drawn struct {
+	w             *quant.Matrix
+	x, bias, want []float32
+}
+
+// draw draws a packed matmul of spec s and shape c from r.
+func draw(r *rand.Rand, s quant.Spec, c Shape) drawn {
 	g := c.N * s.Groups(c.K) * s.Scale.Size()
 	var sc, bi []byte
 	if s.Type == quant.Affine {
 		sc, bi = make([]byte, g), make([]byte, g)
 	}
-	w := quant.Random(s, c.N, c.K, 0.1, r, make([]byte, c.N*s.RowBytes(c.K)), sc, bi)
-	x, bias := randn(r, c.M*c.K), randn(r, c.N)
-	want = make([]float32, c.M*c.N)
-	quant.MatMul(want, x, bias, w, c.M)
-
-	got, err = qmatmul(be, qb, c, packed{qb: qb, s: s, w: w}.upload, x, bias, nil)
-	return got, want, err
+	d := drawn{w: quant.Random(s, c.N, c.K, 0.1, r, make([]byte, c.N*s.RowBytes(c.K)), sc, bi)}
+	d.x, d.bias = randn(r, c.M*c.K), randn(r, c.N)
+	d.want = make([]float32, c.M*c.N)
+	quant.MatMul(d.want, d.x, d.bias, d.w, c.M)
+	return d
 }
 
 // qmatmul runs one packed matmul of shape c on be, its weights put there by

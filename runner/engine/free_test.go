@@ -110,6 +110,19 @@ func (l *ledger) Free(t bridge.Tensor) {
 	l.Backend.Free(t)
 }
 
+// stepThrough runs a request of a few tokens on e to its end.
+func stepThrough(t *testing.T, e *Engine) {
+	t.Helper()
+	if err := e.Add(Request{ID: 1, Prompt: []int32{1, 2, 3}, MaxNewTokens: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for e.Pending() {
+		if _, err := e.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // left says what of l is still live or was freed wrongly, "" when nothing.
 func (l *ledger) left() string {
 	var b strings.Builder
@@ -167,15 +180,7 @@ func TestWeightsFreedAsMade(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A step or two, so that workspaces are made too.
-			if err := e.Add(Request{ID: 1, Prompt: []int32{1, 2, 3}, MaxNewTokens: 2}); err != nil {
-				t.Fatal(err)
-			}
-			for e.Pending() {
-				if _, err := e.Step(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			stepThrough(t, e) // so that workspaces are made too
 			e.Close()
 			for tt, how := range be.live {
 				if !strings.Contains(how, "weight") {
@@ -348,17 +353,6 @@ func TestWeightsHeldTwice(t *testing.T) {
 		}
 		t.Cleanup(func() { src.Close() })
 		all := len(cfg.Tensors())
-		run := func(t *testing.T, e *Engine) {
-			t.Helper()
-			if err := e.Add(Request{ID: 1, Prompt: []int32{1, 2, 3}, MaxNewTokens: 2}); err != nil {
-				t.Fatal(err)
-			}
-			for e.Pending() {
-				if _, err := e.Step(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
 		t.Run(path[len("../testdata/"):]+"/second build refused", func(t *testing.T) {
 			be := newLedger()
 			be.shared = true
@@ -375,7 +369,7 @@ func TestWeightsHeldTwice(t *testing.T) {
 					t.Fatalf("the failed second build freed the first engine's %v %v", w.DType(), w.Shape())
 				}
 			}
-			run(t, first)
+			stepThrough(t, first)
 			first.Close()
 			first.w.free(be)
 			if s := be.left(); s != "" {
@@ -393,7 +387,7 @@ func TestWeightsHeldTwice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run(t, e)
+			stepThrough(t, e)
 			e.Close()
 			e.w.free(be)
 			if s := be.left(); s != "" {
