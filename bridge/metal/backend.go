@@ -642,6 +642,7 @@ type pipeKey struct {
 // The function constant indices of mtlbench.h.
 const (
 	fcHasQKNorm      = 10
+	fcNormVec        = 11
 	fcHasBias        = 20
 	fcMVRows         = 21
 	fcMVCols         = 22
@@ -683,6 +684,7 @@ type fcSpec struct {
 var (
 	fcNone    []fcSpec
 	fcRoPE    = []fcSpec{{fcHasQKNorm, true}}
+	fcNorm    = []fcSpec{{fcNormVec, true}}
 	fcMatVec  = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}}
 	fcQMatVec = []fcSpec{{fcMVBiases, false}, {fcMVRows, false}, {fcMVCols, false}, {fcMVNorm, true}, {fcMVResidual, true},
 		{fcMVSegs, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}, {fcMVLayerNorm, true}, {fcMVGELU, true},

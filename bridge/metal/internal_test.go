@@ -183,7 +183,7 @@ func TestRaceCaught(t *testing.T) {
 	if !strings.Contains(h, planted) {
 		t.Fatal("tg_sum changed: update the planted race")
 	}
-	files := map[string]string{"norm.metal": all["norm.metal"],
+	files := map[string]string{"norm.metal": all["norm.metal"], "norm.h": all["norm.h"],
 		"mtlbench.h": strings.Replace(h, planted, "    buf[sg] = v;\n  }\n  float t = 0.0f;", 1)}
 	lib, err := dev.NewLibrary(files, mtl.CompileOptions{})
 	if err != nil {
@@ -200,7 +200,7 @@ func TestRaceCaught(t *testing.T) {
 		binary.LittleEndian.PutUint32(x.Contents()[4*i:], math.Float32bits(float32(i%7)))
 	}
 	out, _ := dev.NewBuffer(4 * rows * dim)
-	p, err := lib.Pipeline("rms_norm", nil)
+	p, err := lib.Pipeline("rms_norm", mtl.FunctionConstants{fcNormVec: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestPipelineKeysHoldEveryConstant(t *testing.T) {
 			t.Errorf("%s mv_argmax: %v, shares the plain GEMV's pipeline: %v", c.kernel, err, p == plain)
 		}
 	}
-	if _, err := be.buildPipeline("rms_norm", fcNone, 1); err == nil {
+	if _, err := be.buildPipeline("argmax", fcNone, 1); err == nil {
 		t.Error("a value for a kernel of no constants was taken")
 	}
 	many := make([]fcSpec, 13)

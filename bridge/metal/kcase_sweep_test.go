@@ -91,6 +91,11 @@ func sweepCases() []kcase {
 		for _, w := range odd {
 			add(op, "", ops.Tokens, 3, ops.Width, w)
 		}
+		// Widths of float4s (kernels/metal/norm.h): one, a simdgroup's and
+		// one past, and rows kept in registers or past them.
+		for _, w := range []int{4, 128, 132, 4096, 16388} {
+			add(op, "", ops.Tokens, 2, ops.Width, w)
+		}
 	}
 	for _, op := range []ops.ID{ops.SiLUMul, ops.GELU} {
 		for _, w := range odd {
@@ -271,10 +276,12 @@ var sweepConfigShapes = map[ops.ID][]ops.Shape{
 		{ops.Seqs: 2, ops.Tokens: 9, ops.NumHeads: 5, ops.NumKVHeads: 1, ops.HeadSize: 80, ops.BlockSize: 8},
 		{ops.Seqs: 1, ops.Tokens: 33, ops.NumHeads: 16, ops.NumKVHeads: 2, ops.HeadSize: 256, ops.BlockSize: 32},
 		{ops.Seqs: 1, ops.Tokens: 17, ops.NumHeads: 6, ops.NumKVHeads: 3, ops.HeadSize: 112, ops.BlockSize: 16}},
-	ops.RMSNorm:      {{ops.Tokens: 1, ops.Width: 1}, {ops.Tokens: 3, ops.Width: 33}, {ops.Tokens: 2, ops.Width: 4097}},
-	ops.AddRMSNorm:   {{ops.Tokens: 1, ops.Width: 1}, {ops.Tokens: 2, ops.Width: 1025}},
-	ops.LayerNorm:    {{ops.Tokens: 1, ops.Width: 1}, {ops.Tokens: 3, ops.Width: 33}, {ops.Tokens: 2, ops.Width: 4097}},
-	ops.AddLayerNorm: {{ops.Tokens: 1, ops.Width: 1}, {ops.Tokens: 2, ops.Width: 1025}},
+	ops.RMSNorm: {{ops.Tokens: 1, ops.Width: 1}, {ops.Tokens: 3, ops.Width: 33}, {ops.Tokens: 2, ops.Width: 4097},
+		{ops.Tokens: 2, ops.Width: 4096}},
+	ops.AddRMSNorm: {{ops.Tokens: 1, ops.Width: 1}, {ops.Tokens: 2, ops.Width: 1025}, {ops.Tokens: 2, ops.Width: 1028}},
+	ops.LayerNorm: {{ops.Tokens: 1, ops.Width: 1}, {ops.Tokens: 3, ops.Width: 33}, {ops.Tokens: 2, ops.Width: 4097},
+		{ops.Tokens: 3, ops.Width: 768}},
+	ops.AddLayerNorm: {{ops.Tokens: 1, ops.Width: 1}, {ops.Tokens: 2, ops.Width: 1025}, {ops.Tokens: 2, ops.Width: 1028}},
 	ops.Argmax:       {{ops.Tokens: 1, ops.Width: 1}, {ops.Tokens: 2, ops.Width: 5}, {ops.Tokens: 2, ops.Width: 1025}, {ops.Tokens: 1, ops.Width: 65537}},
 }
 

@@ -276,9 +276,9 @@ var kernelPipelines = map[ops.ID][]struct {
 	ops.QMatMul:               {{"qmatmul_mm_affine4", fcQMatMul, []int32{0, 64, 128, 32, 2, 4, 1, 2}}},
 	ops.QMoE: {{"qmoe_mm_gate_up_affine4", fcQMoEMM, []int32{32, 64, 32, 2, 2, 1, 2}},
 		{"qmoe_mm_down_affine4", fcQMoEDown, []int32{32, 64, 32, 2, 2, 1, 0, 2}}},
-	ops.RMSNorm:    {{"rms_norm", fcNone, nil}},
+	ops.RMSNorm:    {{"rms_norm", fcNorm, []int32{1}}},
 	ops.Argmax:     {{"argmax", fcNone, nil}, {"argmax_part", fcNone, nil}},
-	ops.AddRMSNorm: {{"add_rms_norm", fcNone, nil}},
+	ops.AddRMSNorm: {{"add_rms_norm", fcNorm, []int32{1}}},
 	ops.MoE: {{"moe_mv_gate_up_bf16", fcMoEMVGateUp, []int32{2, 8, 0}}, {"moe_mv_down_bf16", fcMoEMV, []int32{2, 8}},
 		{"moe_mm_gate_up_bf16", fcMoEMM, []int32{32, 64, 32, 2, 2, 2}}, {"moe_mm_down_bf16", fcMoEDown, []int32{32, 64, 32, 2, 2, 2, 0}}},
 }

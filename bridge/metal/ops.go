@@ -190,15 +190,30 @@ func (b *Backend) GatherRows(out, x bridge.Tensor) {
 }
 
 // normThreads sizes a row-reduction threadgroup of p: the tuning's, else
-// about eight elements a thread, in whole simdgroups; at most what p takes,
-// as the norms stride over their row with any number of simdgroups (a
-// pipeline heavy in registers may take fewer than the device's 1024).
+// a thread per four elements, in whole simdgroups (ops.MetalNormThreads);
+// at most what p takes, as the norms stride over their row with any number
+// of simdgroups (a pipeline heavy in registers may take fewer than the
+// device's 1024).
 func normThreads(p mtl.Pipeline, tu *Tuning, dim int) int {
 	n := tu.NormThreads
 	if n <= 0 {
 		n = ops.MetalNormThreads(dim)
 	}
 	return threadsFor(p, n)
+}
+
+// normVec reports whether a norm over rows of dim moves float4s (norm_vec,
+// kernels/metal/norm.h): every row of every operand starts on 16 bytes.
+func normVec(dim int, ts ...*tensor) bool {
+	if !ops.MetalNormVec(dim) {
+		return false
+	}
+	for _, t := range ts {
+		if t != nil && t.off%16 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
@@ -230,7 +245,8 @@ func (b *Backend) norm(op ops.ID, o, r, xs, ws, bs *tensor, eps float32) {
 		b.fail("%s: %d rows of %d do not fit the output", op, rows, dim)
 		return
 	}
-	p := b.pipeline(string(op), fcNone)
+	vec := normVec(dim, o, r, xs, ws, bs)
+	p := b.pipeline(string(op), fcNorm, boolInt[vec])
 	tpg := [3]int{normThreads(p, b.tuned(op, "", rowDims, rows, dim), dim), 1, 1}
 	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
 	i := 1

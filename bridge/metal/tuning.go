@@ -291,15 +291,17 @@ var kernelFiles = map[string][]string{
 	"matmul":    {"mtlbench.h", "gemm.h", "matmul.metal"},
 	"moe":       {"mtlbench.h", "gemm.h", "moe.metal", "matmul.metal"},
 	"attention": {"mtlbench.h", "attention.metal"},
-	"rms_norm":  {"mtlbench.h", "norm.metal"},
-	"rope":      {"mtlbench.h", "norm.metal"},
+	"rms_norm":  {"mtlbench.h", "norm.h", "norm.metal"},
+	"rope":      {"mtlbench.h", "norm.h", "norm.metal"},
 	"argmax":    {"mtlbench.h", "elementwise.metal"},
 	// The ops' names, as tuned configs key their kernels.
 	"paged_attention_decode":  {"mtlbench.h", "attention.metal"},
 	"paged_attention_prefill": {"mtlbench.h", "attention.metal"},
 	"qmatmul":                 {"mtlbench.h", "gemm.h", "quant.metal"},
 	"qmoe":                    {"mtlbench.h", "gemm.h", "quant.metal", "moe.metal"},
-	"add_rms_norm":            {"mtlbench.h", "norm.metal"},
+	"add_rms_norm":            {"mtlbench.h", "norm.h", "norm.metal"},
+	"layer_norm":              {"mtlbench.h", "norm.h", "layernorm.metal"},
+	"add_layer_norm":          {"mtlbench.h", "norm.h", "layernorm.metal"},
 }
 
 // KernelSourceHash is the sha256 (hex) of the MSL a tunable kernel family

@@ -1,29 +1,8 @@
 // LayerNorm with weight and bias, and residual add + LayerNorm (GPT-2).
-#include "mtlbench.h"
+#include "norm.h"
 
-// layer_norm_row normalises the row r (already in device memory) into o:
-// the mean first, then the variance about it (two reductions, as the
-// reference), so a row with a large mean loses nothing.
-inline void layer_norm_row(device const float* r, device float* o, device const float* w, device const float* b,
-                           uint dim, float eps, threadgroup float* partial, ushort tid, ushort ntg, ushort lane,
-                           ushort sg, ushort nsg) {
-  float s = 0.0f;
-  for (uint i = tid; i < dim; i += ntg) {
-    s += r[i];
-  }
-  const float mean = tg_sum(s, partial, lane, sg, nsg) / float(dim);
-  float ss = 0.0f;
-  for (uint i = tid; i < dim; i += ntg) {
-    const float d = r[i] - mean;
-    ss += d * d;
-  }
-  const float inv = 1.0f / sqrt(tg_sum(ss, partial, lane, sg, nsg) / float(dim) + eps);
-  for (uint i = tid; i < dim; i += ntg) {
-    o[i] = (r[i] - mean) * inv * w[i] + b[i];
-  }
-}
-
-// layer_norm: one threadgroup per row.
+// layer_norm: one threadgroup per row (norm.h), float4 at a time where the
+// host set norm_vec.
 kernel void layer_norm(constant NormArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                        device const float* w [[buffer(2)]], device const float* b [[buffer(3)]],
                        device float* out [[buffer(4)]], uint row [[threadgroup_position_in_grid]],
@@ -31,7 +10,17 @@ kernel void layer_norm(constant NormArgs& a [[buffer(0)]], device const float* x
                        ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                        ushort nsg [[simdgroups_per_threadgroup]]) {
   threadgroup float partial[32];
-  layer_norm_row(x + ulong(row) * a.dim, out + ulong(row) * a.dim, w, b, a.dim, a.eps, partial, tid, ntg, lane, sg, nsg);
+  device const float* xr = x + ulong(row) * a.dim;
+  device float* o = out + ulong(row) * a.dim;
+  // Without a residual, layer_norm_row is given o where it takes one: only
+  // add_layer_norm's instantiation touches it.
+  if (norm_vec) {
+    layer_norm_row<float4, false>((device float4*)o, (device const float4*)xr, (device const float4*)w,
+                                  (device const float4*)b, (device float4*)o, a.dim / 4, a.dim, a.eps, partial, tid,
+                                  ntg, lane, sg, nsg);
+  } else {
+    layer_norm_row<float, false>(o, xr, w, b, o, a.dim, a.dim, a.eps, partial, tid, ntg, lane, sg, nsg);
+  }
 }
 
 // add_layer_norm: residual += x, then out = LayerNorm(residual). Each
@@ -46,8 +35,12 @@ kernel void add_layer_norm(constant NormArgs& a [[buffer(0)]], device float* res
   threadgroup float partial[32];
   device float* r = residual + ulong(row) * a.dim;
   device const float* xr = x + ulong(row) * a.dim;
-  for (uint i = tid; i < a.dim; i += ntg) {
-    r[i] += xr[i];
+  device float* o = out + ulong(row) * a.dim;
+  if (norm_vec) {
+    layer_norm_row<float4, true>((device float4*)r, (device const float4*)xr, (device const float4*)w,
+                                 (device const float4*)b, (device float4*)o, a.dim / 4, a.dim, a.eps, partial, tid,
+                                 ntg, lane, sg, nsg);
+  } else {
+    layer_norm_row<float, true>(r, xr, w, b, o, a.dim, a.dim, a.eps, partial, tid, ntg, lane, sg, nsg);
   }
-  layer_norm_row(r, out + ulong(row) * a.dim, w, b, a.dim, a.eps, partial, tid, ntg, lane, sg, nsg);
 }

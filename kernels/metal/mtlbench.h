@@ -140,6 +140,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 // Function constants: variants and every launch shape the tuner explores.
 // ---------------------------------------------------------------------------
 #define FC_HAS_QK_NORM 10   // bool: rope_qk normalises each head first
+#define FC_NORM_VEC 11      // bool: the row norms move float4s (dim a multiple of 4, every row 16-byte aligned)
 #define FC_HAS_BIAS 20      // bool: matmul/matvec add a bias row
 #define FC_MV_ROWS 21       // int: weight rows per simdgroup in matvec (1..4)
 #define FC_MV_COLS 22       // int: activation rows per threadgroup in matvec (1..8)
@@ -173,6 +174,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 // The constants themselves, declared once here: a Metal library is one
 // translation unit, whatever the number of .metal files it was made of.
 constant bool has_qk_norm [[function_constant(FC_HAS_QK_NORM)]];
+constant bool norm_vec [[function_constant(FC_NORM_VEC)]];
 constant bool has_bias [[function_constant(FC_HAS_BIAS)]];
 constant int mv_rows [[function_constant(FC_MV_ROWS)]];
 constant int mv_cols [[function_constant(FC_MV_COLS)]];

@@ -1,7 +1,8 @@
 // RMSNorm, residual add + RMSNorm, and RoPE (neox) with Qwen3's QK-norm.
-#include "mtlbench.h"
+#include "norm.h"
 
-// rms_norm: one threadgroup per row; simd_sum, then a 32-float buffer.
+// rms_norm: one threadgroup per row (norm.h), float4 at a time where the
+// host set norm_vec.
 kernel void rms_norm(constant NormArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                      device const float* w [[buffer(2)]], device float* out [[buffer(3)]],
                      uint row [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
@@ -10,15 +11,13 @@ kernel void rms_norm(constant NormArgs& a [[buffer(0)]], device const float* x [
   threadgroup float partial[32];
   device const float* xr = x + ulong(row) * a.dim;
   device float* o = out + ulong(row) * a.dim;
-  float ss = 0.0f;
-  for (uint i = tid; i < a.dim; i += ntg) {
-    float v = xr[i];
-    ss += v * v;
-  }
-  ss = tg_sum(ss, partial, lane, sg, nsg);
-  float inv = 1.0f / sqrt(ss / float(a.dim) + a.eps);
-  for (uint i = tid; i < a.dim; i += ntg) {
-    o[i] = xr[i] * inv * w[i];
+  // Without a residual, rms_norm_row is given o where it takes one: only
+  // add_rms_norm's instantiation touches it.
+  if (norm_vec) {
+    rms_norm_row<float4, false>((device float4*)o, (device const float4*)xr, (device const float4*)w,
+                                (device float4*)o, a.dim / 4, a.dim, a.eps, partial, tid, ntg, lane, sg, nsg);
+  } else {
+    rms_norm_row<float, false>(o, xr, w, o, a.dim, a.dim, a.eps, partial, tid, ntg, lane, sg, nsg);
   }
 }
 
@@ -34,16 +33,11 @@ kernel void add_rms_norm(constant NormArgs& a [[buffer(0)]], device float* resid
   device float* r = residual + ulong(row) * a.dim;
   device const float* xr = x + ulong(row) * a.dim;
   device float* o = out + ulong(row) * a.dim;
-  float ss = 0.0f;
-  for (uint i = tid; i < a.dim; i += ntg) {
-    float v = r[i] + xr[i];
-    r[i] = v;
-    ss += v * v;
-  }
-  ss = tg_sum(ss, partial, lane, sg, nsg);
-  float inv = 1.0f / sqrt(ss / float(a.dim) + a.eps);
-  for (uint i = tid; i < a.dim; i += ntg) {
-    o[i] = r[i] * inv * w[i];
+  if (norm_vec) {
+    rms_norm_row<float4, true>((device float4*)r, (device const float4*)xr, (device const float4*)w,
+                               (device float4*)o, a.dim / 4, a.dim, a.eps, partial, tid, ntg, lane, sg, nsg);
+  } else {
+    rms_norm_row<float, true>(r, xr, w, o, a.dim, a.dim, a.eps, partial, tid, ntg, lane, sg, nsg);
   }
 }
 

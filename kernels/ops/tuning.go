@@ -934,9 +934,25 @@ var metalPrefill = &Space{
 	},
 }
 
-// MetalNormThreads is the rms_norm threadgroup bridge/metal sizes untuned:
-// about eight elements a thread, in whole simdgroups.
-func MetalNormThreads(width int) int { return min(1024, max(32, ((width+7)/8+31)/32*32)) }
+// MetalNormThreads is the row norms' threadgroup bridge/metal sizes
+// untuned: a thread per four elements, in whole simdgroups, at most 1024.
+// A thread then holds one float4 (or four floats) of a row of up to 4096,
+// and at most four float4s up to 16384, which the kernels keep in registers
+// instead of reading the row again (kernels/metal/norm.h, NORM_KEEP).
+func MetalNormThreads(width int) int { return min(1024, max(32, ((width+3)/4+31)/32*32)) }
+
+// MetalNormVec reports whether bridge/metal's norms read a row of width as
+// float4s (norm_vec), given rows that start on 16 bytes.
+func MetalNormVec(width int) bool { return width%4 == 0 }
+
+// metalNormUnits is the loads a row of width takes: float4s where the norms
+// read them, else floats. A thread past them has nothing to read.
+func metalNormUnits(width int) int {
+	if MetalNormVec(width) {
+		return width / 4
+	}
+	return width
+}
 
 // The argmax bridge/metal runs untuned: partitions of about
 // MetalArgmaxPart values, a threadgroup of MetalArgmaxThreads each, at most
@@ -1030,8 +1046,8 @@ func metalNorm(width int) *Space {
 			metalSIMD,
 			metalThreads(func(c Config, _ Shape) int { return c.Int(KnobThreads) }),
 			{Name: "idle simdgroups", Check: func(c Config, s Shape, _ Limits) error {
-				if n := c.Int(KnobThreads); n-32 >= s[Width] {
-					return fmt.Errorf("%d threads over a row of %d leave simdgroups idle", n, s[Width])
+				if n, u := c.Int(KnobThreads), metalNormUnits(s[Width]); n-32 >= u {
+					return fmt.Errorf("%d threads over a row of %d (%d loads) leave simdgroups idle", n, s[Width], u)
 				}
 				return nil
 			}},

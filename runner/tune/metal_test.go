@@ -56,6 +56,17 @@ func TestMetalSpaces(t *testing.T) {
 		// 1024 threads would leave simdgroups without four values each.
 		{kernel: "argmax", shape: Shape{"width": 1000}, lim: lim, cands: []string{"256t/single", "32t/single", "64t/single", "128t/single"},
 			n: 4, reasons: map[string]int{"idle simdgroups": 2}},
+		// The norms read a row of 4096 as 1024 float4s: every thread count
+		// up to 1024 has a float4 a thread, the default (1024) one each.
+		{kernel: "rms_norm", shape: Shape{"width": 4096}, lim: lim, cands: []string{"1024t", "32t", "64t", "128t", "256t", "512t"},
+			n: 6},
+		// GPT-2's 768 are 192 float4s: 192 threads (the default) hold one
+		// each, and 256 or more would leave simdgroups without one.
+		{kernel: "layer_norm", shape: Shape{"width": 768}, lim: lim, cands: []string{"192t", "32t", "64t", "128t"},
+			n: 4, reasons: map[string]int{"idle simdgroups": 3}},
+		// A width of 4095 is read a float at a time: 1024 threads of four.
+		{kernel: "rms_norm", shape: Shape{"width": 4095}, lim: lim, cands: []string{"1024t", "32t", "64t", "128t", "256t", "512t"},
+			n: 6},
 		// Simdgroups of 64 threads: nothing the kernels assume.
 		{kernel: "rms_norm", shape: Shape{"width": 2048}, lim: Limits{MaxThreads: 1024, SIMDWidth: 64}, n: 1,
 			reasons: map[string]int{"simd width": 5}},
