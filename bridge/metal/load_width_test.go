@@ -8,7 +8,9 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -114,4 +116,41 @@ func TestDecodeGEMVLoadWidth(t *testing.T) {
 func TestPrefillTileLoadWidth(t *testing.T) {
 	ks := stepKernels(t, bridge.BF16, 1, 64, false, false)
 	checkLoadWidth(t, "bf16 prefill of 64 tokens", ks, []string{"matmul_", "moe_mm_"}, minTileBytesPerLoad, 3)
+}
+
+// Decode attention reads its KV cache 4 elements a lane (docs/metal-kernels.md,
+// "Decode attention's lane layout"): 8 bytes a load from an f16 or bf16
+// cache, 16 from an f32 one, less the few narrow loads of the block table
+// and the step's metadata. Heads of 32, 64 and 96 once read 1, 2 and 3
+// elements a lane (2, 4 and 2 bytes a load from f16).
+func TestDecodeAttentionLoadWidth(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		head, kv, ctx int
+		dt            ops.DType
+		least         float64
+	}{
+		{64, 4, 300, ops.F16, 6},
+		{64, 4, 300, ops.BF16, 6},
+		{64, 4, 300, ops.F32, 12},
+		{32, 4, 300, ops.F16, 6},
+		{96, 4, 300, ops.F16, 6},
+		{128, 4, 300, ops.BF16, 6},
+	} {
+		name := fmt.Sprintf("head %d, %v cache", c.head, c.dt)
+		b, err := kbench.Prepare(be, ops.Args{Op: ops.PagedAttentionDecode, Ints: map[ops.Param]int{ops.Seqs: 1, ops.NumHeads: 32,
+			ops.NumKVHeads: c.kv, ops.HeadSize: c.head, ops.BlockSize: 16, ops.Context: c.ctx}, DType: c.dt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Check(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		w, ok, err := b.Witness()
+		b.Close()
+		if err != nil || !ok {
+			t.Fatalf("%s: witness %v, %v", name, ok, err)
+		}
+		checkLoadWidth(t, name, w.Kernels, []string{"paged_attention_d"}, c.least, 1)
+	}
 }

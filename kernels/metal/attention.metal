@@ -8,11 +8,14 @@
 // keys before it, or with a.window > 0 the last window of them (a sliding
 // window: keys p - window < j <= p; keys and key steps wholly before it are
 // skipped, not masked, and split-K partitions count from its first key).
-// Like MLX's sdpa_vector, lanes split head_dim (each lane D/32 consecutive
-// elements, read with one vector load) and each simdgroup
-// runs an online softmax over every nsg-th key; the simdgroups' partial
-// results meet in threadgroup memory. A threadgroup serves QH query heads of
-// one GQA group, so their K and V are read once.
+// A key row is read by LPK lanes of E consecutive elements each
+// (attn_lane_elems: 4 a lane in one vector load, 8 in two at heads of 256),
+// so a simdgroup load covers KPL = 32 / LPK keys (4 at heads of 32, 2 at
+// 64, 1 from 96; docs/metal-kernels.md, "Decode attention's lane layout").
+// Each simdgroup runs an online softmax over its own run of the keys, KPL
+// at a time; the simdgroups' partial results meet in threadgroup memory. A
+// threadgroup serves QH query heads of one GQA group, so their K and V are
+// read once.
 //
 // The cache holds KV (float, half or bf16_t: the model's dtype, f32 on
 // request); kernels are instantiated per head size and KV type, and keys the
@@ -75,29 +78,67 @@ INSTANTIATE_KV_WRITE(float, f32)
 INSTANTIATE_KV_WRITE(half, f16)
 INSTANTIATE_KV_WRITE(bf16_t, bf16)
 
-// rope_lane gives lane's elements (lane * EPL + e, those below the head
-// size D; zeros past it) of head x after QK-norm (weight nw, when
-// attn_qk_norm) and RoPE at pos, as rope_qk computes them: attention with
-// attn_rope takes the step's RoPE in (decode steps only, where the new key
-// is the query token's own).
+// attn_lane_elems(D) is how the decode attention's lanes hold a head of
+// D: E = attn_lane_elems(D) consecutive elements a lane, LPK = D / E lanes
+// a key row, KPL = 32 / LPK keys a simdgroup load. E is 4 (a half4, float4
+// or 4 bf16 load) up to heads of 128, so heads of 32 and 64 read 4 and 2
+// keys a load; heads of 96 leave 8 lanes idle rather than load 3 elements
+// one at a time.
+constexpr int attn_lane_elems(int D) { return D >= 128 ? D / 32 : 4; }
+
+// key_sum adds x over the LPK lanes of a key row (all 32, idle ones
+// holding zeros, when a load covers one key); keys_max and keys_sum
+// combine the KPL keys of a load across the lanes holding them.
+template <int KPL, int LPK>
+inline float key_sum(float x) {
+  if (KPL == 1) {
+    return simd_sum(x);
+  }
+  for (ushort o = LPK / 2; o > 0; o /= 2) {
+    x += simd_shuffle_xor(x, o);
+  }
+  return x;
+}
+
+template <int KPL, int LPK>
+inline float keys_max(float x) {
+  for (ushort o = LPK; KPL > 1 && o < 32; o *= 2) {
+    x = max(x, simd_shuffle_xor(x, o));
+  }
+  return x;
+}
+
+template <int KPL, int LPK>
+inline float keys_sum(float x) {
+  for (ushort o = LPK; KPL > 1 && o < 32; o *= 2) {
+    x += simd_shuffle_xor(x, o);
+  }
+  return x;
+}
+
+// rope_lane gives a lane's elements (d0 + e, those below the head size D;
+// zeros past it) of head x after QK-norm (weight nw, when attn_qk_norm) and
+// RoPE at pos, as rope_qk computes them: attention with attn_rope takes
+// the step's RoPE in (decode steps only, where the new key is the query
+// token's own). Every key's lanes of a simdgroup compute the same values.
 constant bool attn_qk_norm = attn_rope && has_qk_norm;
 
-template <int EPL>
+template <int E, int KPL, int LPK>
 inline void rope_lane(device const float* x, device const float* nw, device const float* inv_freq, float pos, float eps,
-                      ushort lane, uint D, thread float* r) {
+                      uint d0, uint D, thread float* r) {
   const uint H = D / 2;
   float inv = 1.0f;
   if (attn_qk_norm) {
     float ss = 0.0f;
-    for (int e = 0; e < EPL; e++) {
-      const uint d = lane * EPL + e;
+    for (int e = 0; e < E; e++) {
+      const uint d = d0 + e;
       const float u = d < D ? x[d] : 0.0f;
       ss += u * u;
     }
-    inv = 1.0f / sqrt(simd_sum(ss) / float(D) + eps);
+    inv = 1.0f / sqrt(key_sum<KPL, LPK>(ss) / float(D) + eps);
   }
-  for (int e = 0; e < EPL; e++) {
-    const uint d = lane * EPL + e, i = d % H;
+  for (int e = 0; e < E; e++) {
+    const uint d = d0 + e, i = d % H;
     if (d >= D) {
       r[e] = 0.0f;
       continue;
@@ -112,17 +153,24 @@ inline void rope_lane(device const float* x, device const float* nw, device cons
   }
 }
 
-// kv_lane reads lane's EPL elements of a key or value row at p: one vector
-// load for a whole head of D elements, else element by element, zeros past
-// the head size hd (attn_padded).
-template <int EPL, typename KV>
-inline void kv_lane(device const KV* p, ushort lane, uint hd, thread float* r) {
-  if (!attn_padded) {
-    kv_read<EPL>(p + lane * EPL, r);
+// kv_lane reads a lane's E elements d0.. of a key or value row at p, zeros
+// past the head size hd: one vector load where the row's elements are
+// aligned to E (every head of the kernel's size, and a padded one
+// (attn_padded) whose size is a multiple of E), else element by element.
+template <int E, typename KV>
+inline void kv_lane(device const KV* p, uint d0, uint hd, thread float* r) {
+  if (!attn_padded || hd % E == 0) {
+    if (d0 < hd) {
+      kv_read<E>(p + d0, r);
+    } else {
+      for (int e = 0; e < E; e++) {
+        r[e] = 0.0f;
+      }
+    }
     return;
   }
-  for (int e = 0; e < EPL; e++) {
-    const uint d = lane * EPL + e;
+  for (int e = 0; e < E; e++) {
+    const uint d = d0 + e;
     r[e] = 0.0f;
     if (d < hd) {
       kv_read<1>(p + d, r + e);
@@ -133,9 +181,8 @@ inline void kv_lane(device const KV* p, ushort lane, uint hd, thread float* r) {
 // paged_attention: grid (tokens, heads / QH, partitions), nsg simdgroups,
 // the threadgroup(0) floats ops.MetalAttnMemory gives: a.merge_slots slots
 // of QH * (hd + 2) and, with fewer slots than simdgroups, QH * (hd + 4).
-// D is the head size the lanes hold (D/32 elements each); with
-// attn_padded the head is a.head_dim < D elements and the lanes past it
-// idle.
+// D is the head size the lanes hold (attn_lane_elems); with attn_padded the
+// head is a.head_dim < D elements and the lanes past it idle.
 template <int D, int QH, typename KV>
 kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
                             device const float* k [[buffer(2)]], device const float* v [[buffer(3)]],
@@ -154,7 +201,12 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
                             ushort sg [[simdgroup_index_in_threadgroup]],
                             ushort nsg [[simdgroups_per_threadgroup]]) {
   const ushort ntg = ushort(ntgv.x); // declared as tg is: MSL wants them alike
-  constexpr int EPL = D / 32; // elements of a head per lane
+  constexpr int E = attn_lane_elems(D), LPK = D / E, KPL = 32 / LPK;
+  // The lane's key of a load (sub) and its first element (d0): lanes past
+  // KPL * LPK (heads of 96) hold none, d0 = D.
+  const bool act = lane < KPL * LPK;
+  const ushort sub = act ? lane / LPK : 0;
+  const uint d0 = act ? uint(lane % LPK) * E : uint(D);
   const uint hd = attn_padded ? a.head_dim : uint(D);
   const uint t = tg.x, h0 = tg.y * QH, part = tg.z;
   // The token's sequence metadata, read by one lane a simdgroup.
@@ -176,17 +228,17 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     kend = min(kend, kbeg + int(a.partition_size));
   }
 
-  // Each simdgroup walks its own run of the partition's keys, so a block's
-  // table entry is looked up once a simdgroup, by one lane.
-  const int run = (kend - kbeg + nsg - 1) / nsg;
+  // Each simdgroup walks its own run of the partition's keys, a multiple
+  // of KPL long, so a block's table entry is looked up once a simdgroup.
+  const int run = ((kend - kbeg + nsg - 1) / nsg + KPL - 1) / KPL * KPL;
   const int jbeg = kbeg + int(sg) * run, jend = min(kend, jbeg + run);
 
   // With attn_rope, the token's own key rotated here (k holds it as the
   // projection wrote it), in the simdgroups that use it: the first, which
   // writes the cache, and the one whose run holds the token.
-  float krot[EPL];
+  float krot[E];
   if (attn_rope && (sg == 0 || (pos >= jbeg && pos < jend))) {
-    rope_lane<EPL>(k + ulong(t) * kvw + kvh * hd, kn, inv_freq, float(pos), a.eps, lane, hd, krot);
+    rope_lane<E, KPL, LPK>(k + ulong(t) * kvw + kvh * hd, kn, inv_freq, float(pos), a.eps, d0, hd, krot);
   }
 
   // The cache write of this token's key and value, once per kv head, by
@@ -198,11 +250,11 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
       if (lane == 0) {
         record_error(stats, ERR_SLOT, uint(slot));
       }
-    } else if (slot >= 0) {
+    } else if (slot >= 0 && sub == 0) {
       const ulong o = cache_offset(a, uint(slot) / a.block_size, kvh, uint(slot) % a.block_size);
       const ulong i = ulong(t) * kvw + kvh * hd;
-      for (int e = 0; e < EPL; e++) {
-        const uint d = lane * EPL + e;
+      for (int e = 0; e < E; e++) {
+        const uint d = d0 + e;
         if (d >= hd) {
           break;
         }
@@ -221,11 +273,11 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   threadgroup float* qs = smem;
   if (attn_rope) {
     for (int h = sg; h < QH; h += nsg) {
-      float r[EPL];
-      rope_lane<EPL>(q + (ulong(t) * a.heads + h0 + h) * hd, qn, inv_freq, float(pos), a.eps, lane, hd, r);
-      for (int e = 0; e < EPL; e++) {
-        if (lane * EPL + e < hd) {
-          qs[h * hd + lane * EPL + e] = r[e] * a.scale;
+      float r[E];
+      rope_lane<E, KPL, LPK>(q + (ulong(t) * a.heads + h0 + h) * hd, qn, inv_freq, float(pos), a.eps, d0, hd, r);
+      for (int e = 0; e < E; e++) {
+        if (sub == 0 && d0 + e < hd) {
+          qs[h * hd + d0 + e] = r[e] * a.scale;
         }
       }
     }
@@ -241,10 +293,10 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     }
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  float qr[QH][EPL], o[QH][EPL], m[QH], l[QH];
+  float qr[QH][E], o[QH][E], m[QH], l[QH];
   for (int h = 0; h < QH; h++) {
-    for (int e = 0; e < EPL; e++) {
-      const uint d = lane * EPL + e;
+    for (int e = 0; e < E; e++) {
+      const uint d = d0 + e;
       qr[h][e] = d < hd ? qs[h * hd + d] : 0.0f;
       o[h][e] = 0.0f;
     }
@@ -252,53 +304,78 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     l[h] = 0.0f;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup); // smem is rewritten below
-  int cached_bi = -1, cached_blk = -1;
-  for (int j = jbeg; j < jend; j++) {
-    float kr[EPL], vr[EPL];
-    if (attn_new_kv && j >= new0) {
+  // The block table is read 32 entries at a time, one a lane (tb the
+  // first's block index, tblk the lane's entry), and each key's block comes
+  // by a shuffle: no lane waits on another's load of the table.
+  device const int* bt = block_table + ulong(s) * a.max_blocks;
+  const int blast = (jend - 1) / int(a.block_size); // the run's last block
+  int tb = -(1 << 30), tblk = -1;
+  for (int j0 = jbeg; j0 < jend; j0 += KPL) {
+    const int j = j0 + int(sub); // this lane's key
+    bool valid = j < jend;
+    const bool fresh = attn_new_kv && j >= new0;
+    // The load's blocks, when any key of it comes from the cache (uniform).
+    if (!(attn_new_kv && j0 >= new0)) {
+      const int bl = (min(j0 + KPL, jend) - 1) / int(a.block_size);
+      if (bl >= tb + 32) {
+        tb = j0 / int(a.block_size);
+        const int b = tb + int(lane);
+        tblk = b <= blast && uint(b) < a.max_blocks ? bt[b] : -1;
+      }
+    }
+    const int blk = simd_shuffle(tblk, ushort(clamp(j / int(a.block_size) - tb, 0, 31)));
+    if (valid && !fresh && (blk < 0 || uint(blk) >= a.num_blocks)) {
+      if (act && d0 == 0) {
+        record_error(stats, ERR_BLOCK, uint(blk));
+      }
+      valid = false;
+    }
+    float kr[E], vr[E];
+    if (!valid) {
+      for (int e = 0; e < E; e++) {
+        kr[e] = 0.0f;
+        vr[e] = 0.0f;
+      }
+    } else if (fresh) {
       // The step's own keys, from k/v, rounded as the cache stores them.
-      const ulong r = ulong(q0 + (j - new0)) * kvw + kvh * hd + lane * EPL;
+      // One vector load a lane where the rows are aligned to E, as kv_lane.
+      const ulong r = ulong(q0 + (j - new0)) * kvw + kvh * hd;
       const bool own = attn_rope && j == pos;
-      for (int e = 0; e < EPL; e++) {
-        const bool in = lane * EPL + e < hd;
-        kr[e] = in ? kv_round(own ? krot[e] : k[r + e], KV()) : 0.0f;
-        vr[e] = in ? kv_round(v[r + e], KV()) : 0.0f;
+      float kn4[E];
+      kv_lane<E, float>(k + r, d0, hd, kn4);
+      kv_lane<E, float>(v + r, d0, hd, vr);
+      for (int e = 0; e < E; e++) {
+        const bool in = d0 + e < hd;
+        kr[e] = in ? kv_round(own ? krot[e] : kn4[e], KV()) : 0.0f;
+        vr[e] = in ? kv_round(vr[e], KV()) : 0.0f;
       }
     } else {
-      const uint bi = uint(j) / a.block_size;
-      if (int(bi) != cached_bi) {
-        int b0 = -1;
-        if (lane == 0 && bi < a.max_blocks) {
-          b0 = block_table[ulong(s) * a.max_blocks + bi];
-        }
-        cached_blk = simd_broadcast(b0, ushort(0));
-        cached_bi = int(bi);
-      }
-      const int blk = cached_blk;
-      if (blk < 0 || uint(blk) >= a.num_blocks) {
-        if (lane == 0) {
-          record_error(stats, ERR_BLOCK, uint(blk));
-        }
-        continue;
-      }
       const ulong off = cache_offset(a, uint(blk), kvh, uint(j) % a.block_size);
-      kv_lane<EPL, KV>(kc + off, lane, hd, kr);
-      kv_lane<EPL, KV>(vc + off, lane, hd, vr);
+      kv_lane<E, KV>(kc + off, d0, hd, kr);
+      kv_lane<E, KV>(vc + off, d0, hd, vr);
     }
+    // One online softmax step over the load's keys: their scores share the
+    // running maximum, and each lane adds its own key's weighted value.
     for (int h = 0; h < QH; h++) {
       float d = 0.0f;
-      for (int e = 0; e < EPL; e++) {
+      for (int e = 0; e < E; e++) {
         d += qr[h][e] * kr[e];
       }
-      d = simd_sum(d);
-      const float mn = max(m[h], d);
+      d = key_sum<KPL, LPK>(d);
+      const float mn = max(m[h], keys_max<KPL, LPK>(valid ? d : NEG_MAX));
       const float cf = exp(m[h] - mn);
-      const float pe = exp(d - mn);
-      l[h] = l[h] * cf + pe;
-      for (int e = 0; e < EPL; e++) {
+      const float pe = valid ? exp(d - mn) : 0.0f;
+      l[h] = l[h] * cf + keys_sum<KPL, LPK>(pe);
+      for (int e = 0; e < E; e++) {
         o[h][e] = o[h][e] * cf + pe * vr[e];
       }
       m[h] = mn;
+    }
+  }
+  // The KPL keys' lanes of each head element hold parts of one sum.
+  for (int h = 0; h < QH; h++) {
+    for (int e = 0; e < E; e++) {
+      o[h][e] = keys_sum<KPL, LPK>(o[h][e]);
     }
   }
 
@@ -318,9 +395,9 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     if (sg >= g0 && sg < g1) {
       threadgroup float* mine = smem + uint(sg - g0) * QH * stride;
       for (int h = 0; h < QH; h++) {
-        for (int e = 0; e < EPL; e++) {
-          if (lane * EPL + e < hd) {
-            mine[h * stride + lane * EPL + e] = o[h][e];
+        for (int e = 0; e < E; e++) {
+          if (sub == 0 && d0 + e < hd) {
+            mine[h * stride + d0 + e] = o[h][e];
           }
         }
         if (lane == 0) {
