@@ -122,20 +122,22 @@ func TestPrefillTileLoadWidth(t *testing.T) {
 // "Decode attention's lane layout"): 8 bytes a load from an f16 or bf16
 // cache, 16 from an f32 one, less the few narrow loads of the block table
 // and the step's metadata. Heads of 32, 64 and 96 once read 1, 2 and 3
-// elements a lane (2, 4 and 2 bytes a load from f16).
+// elements a lane (2, 4 and 2 bytes a load from f16). The metadata comes
+// in two loads a simdgroup, the sequence's three values in one of three
+// lanes: read by one lane each, they kept 16.3-25.8 lanes a load busy.
 func TestDecodeAttentionLoadWidth(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	for _, c := range []struct {
 		head, kv, ctx int
 		dt            ops.DType
-		least         float64
+		least, lanes  float64 // bytes a load, lanes a load
 	}{
-		{64, 4, 300, ops.F16, 6},
-		{64, 4, 300, ops.BF16, 6},
-		{64, 4, 300, ops.F32, 12},
-		{32, 4, 300, ops.F16, 6},
-		{96, 4, 300, ops.F16, 6},
-		{128, 4, 300, ops.BF16, 6},
+		{64, 4, 300, ops.F16, 6, 23},
+		{64, 4, 300, ops.BF16, 6, 23},
+		{64, 4, 300, ops.F32, 12, 23},
+		{32, 4, 300, ops.F16, 6, 19},
+		{96, 4, 300, ops.F16, 6, 20},
+		{128, 4, 300, ops.BF16, 6, 27},
 	} {
 		name := fmt.Sprintf("head %d, %v cache", c.head, c.dt)
 		b, err := kbench.Prepare(be, ops.Args{Op: ops.PagedAttentionDecode, Ints: map[ops.Param]int{ops.Seqs: 1, ops.NumHeads: 32,
@@ -152,5 +154,10 @@ func TestDecodeAttentionLoadWidth(t *testing.T) {
 			t.Fatalf("%s: witness %v, %v", name, ok, err)
 		}
 		checkLoadWidth(t, name, w.Kernels, []string{"paged_attention_d"}, c.least, 1)
+		for _, k := range w.Kernels {
+			if strings.HasPrefix(k.Kernel, "paged_attention_d") && k.LanesPerLoad() < c.lanes {
+				t.Errorf("%s: %s keeps %.1f lanes a load busy, want at least %g", name, k.Kernel, k.LanesPerLoad(), c.lanes)
+			}
+		}
 	}
 }

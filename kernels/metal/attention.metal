@@ -209,11 +209,15 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   const uint d0 = act ? uint(lane % LPK) * E : uint(D);
   const uint hd = attn_padded ? a.head_dim : uint(D);
   const uint t = tg.x, h0 = tg.y * QH, part = tg.z;
-  // The token's sequence metadata, read by one lane a simdgroup.
+  // The token's sequence, by one lane a simdgroup; then its query start,
+  // the next one and its length in one load of three lanes (a pointer a
+  // lane), not in three loads of one lane.
   const int s = simd_broadcast_first(lane == 0 ? token_seq[t] : 0);
-  const int q0 = simd_broadcast_first(lane == 0 ? query_start[s] : 0);
-  const int qlen = simd_broadcast_first(lane == 0 ? query_start[s + 1] : 0) - q0;
-  const int new0 = simd_broadcast_first(lane == 0 ? seq_lens[s] : 0) - qlen; // position of the step's first key
+  device const int* mp = lane == 2 ? seq_lens + s : query_start + s + min(lane, ushort(1));
+  const int mv = lane < 3 ? *mp : 0;
+  const int q0 = simd_shuffle(mv, ushort(0));
+  const int qlen = simd_shuffle(mv, ushort(1)) - q0;
+  const int new0 = simd_shuffle(mv, ushort(2)) - qlen; // position of the step's first key
   const int pos = new0 + int(t) - q0;
   const uint group = a.heads / a.kv_heads;
   const uint kvh = h0 / group;
