@@ -8,7 +8,7 @@
 // affine, NVFP4 or MXFP8 row (4·bits bytes: one 16-byte load at 4 bits,
 // two at 8; NVFP4's and MXFP8's scales follow the row's values), one
 // 32-value block of Q8_0/Q4_0/IQ4_NL (34 and 18 bytes, 2-byte aligned:
-// read as ushorts) or MXFP4 (17 bytes: uchars) or
+// read as uints and one ushort, q_block_words) or MXFP4 (17 bytes: uchars) or
 // sub-block of IQ4_XS (8-byte loads), or part of a 256-value super-block:
 // of Q4_K (144 bytes, 16-byte loads), Q5_K (176 bytes, 16-byte loads), Q3_K
 // and Q6_K (110 and 210 bytes, ushorts) or Q2_K (84 bytes, uints) (QUnit).
@@ -92,12 +92,38 @@ inline float q_scale(device const uchar* s, uint i) {
 inline uint q_scale_bytes(constant QMatArgs& a) { return a.groups * (q_scale_dt == 0 ? 4 : 2); }
 
 // QRow is one weight row: its packed values, and for affine formats its
-// scales and biases.
+// scales and biases. w4 is w's byte offset mod 4 from the start of its
+// bound buffer, which the host binds 4-byte aligned: GGUF's 2-byte-aligned
+// blocks pick their loads by it (q_block_words).
 struct QRow {
   device const uchar* w;
   device const uchar* s;
   device const uchar* b;
+  uint w4;
 };
+
+// q_block_words reads a GGUF block of 2 + 4·N bytes (f16 d, then N words
+// of quants; Q8_0, Q4_0, IQ4_NL), 2-byte aligned, in N + 1 loads where
+// ushorts took 2N + 1: N uints and one ushort. A block at a 4-byte
+// boundary holds d in its first uint's low half and each quant word across
+// two uints; one 2 bytes past has d alone and its quants aligned. Every
+// lane issues the same loads at addresses picked by its block's alignment,
+// so neighbouring lanes (blocks of both alignments) do not diverge
+// (docs/metal-kernels.md, "Packed weights"). Returns d; qw gets the quants.
+template <int N> inline float q_block_words(device const uchar* blk, uint w4, thread uint* qw) {
+  const bool at4 = (w4 & 3u) == 0;
+  device const uint* p = (device const uint*)(blk + (at4 ? 0 : 2));
+  const uint s = uint(*(device const ushort*)(blk + (at4 ? 4 * N : 0)));
+  uint v[N + 1];
+  for (int i = 0; i < N; i++) {
+    v[i] = p[i];
+  }
+  v[N] = s;
+  for (int i = 0; i < N; i++) {
+    qw[i] = at4 ? (v[i] >> 16) | (v[i + 1] << 16) : v[i];
+  }
+  return float(as_type<half>(ushort(at4 ? v[0] & 0xffffu : s)));
+}
 
 // q_unit adds unit u of row's dot products with the staged activation rows
 // (x: the unit's first value of column 0; columns xstride floats apart)
@@ -177,14 +203,11 @@ Q_UNIT_AFFINE(QF_AFFINE6, 6)
 template <>
 inline void q_unit<QF_Q8_0>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uchar* blk = row.w + u * 34;
-  const float d = q_half(blk);
+  uint qw[8];
+  const float d = q_block_words<8>(row.w + u * 34, row.w4 + u * 34, qw);
   float q[32];
-  device const ushort* p = (device const ushort*)(blk + 2);
-  for (int i = 0; i < 16; i++) {
-    const ushort v = p[i];
-    q[2 * i] = float(as_type<char>(uchar(v & 0xff)));
-    q[2 * i + 1] = float(as_type<char>(uchar(v >> 8)));
+  for (int i = 0; i < 32; i++) {
+    q[i] = float(int(qw[i / 4] << (24 - 8 * (i % 4))) >> 24);
   }
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
@@ -199,16 +222,13 @@ inline void q_unit<QF_Q8_0>(QRow row, uint u, constant QMatArgs& a, threadgroup 
 template <>
 inline void q_unit<QF_Q4_0>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uchar* blk = row.w + u * 18;
-  const float d = q_half(blk);
+  uint qw[4];
+  const float d = q_block_words<4>(row.w + u * 18, row.w4 + u * 18, qw);
   float q[32];
-  device const ushort* p = (device const ushort*)(blk + 2);
-  for (int i = 0; i < 8; i++) {
-    const ushort v = p[i];
-    q[2 * i] = float(int(v & 0xf) - 8);
-    q[2 * i + 16] = float(int((v >> 4) & 0xf) - 8);
-    q[2 * i + 1] = float(int((v >> 8) & 0xf) - 8);
-    q[2 * i + 17] = float(int(v >> 12) - 8);
+  for (int i = 0; i < 16; i++) {
+    const uint b = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
+    q[i] = float(int(b & 0xfu) - 8);
+    q[i + 16] = float(int(b >> 4) - 8);
   }
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
@@ -396,20 +416,15 @@ inline void iq4_levels(thread const uint* w, thread float* q) {
   }
 }
 
-// IQ4_NL (18 bytes, 2-byte aligned: ushorts), unit u: block u, f16 d and
-// 16 bytes of indices; w = d·level.
+// IQ4_NL (18 bytes, 2-byte aligned: Q4_0's layout, q_block_words), unit u:
+// block u, f16 d and 16 bytes of indices; w = d·level.
 template <>
 inline void q_unit<QF_IQ4_NL>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                               int cols, thread float* acc) {
-  device const uchar* blk = row.w + u * 18;
-  device const ushort* ps = (device const ushort*)blk;
   uint w[4];
-  for (int i = 0; i < 4; i++) {
-    w[i] = uint(ps[1 + 2 * i]) | (uint(ps[2 + 2 * i]) << 16);
-  }
+  const float d = q_block_words<4>(row.w + u * 18, row.w4 + u * 18, w);
   float q[32];
   iq4_levels(w, q);
-  const float d = q_half(blk);
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
     float s = 0.0f;
@@ -920,16 +935,16 @@ inline void q_stage(device const float* x, thread const int* src, uint k, uint k
 // is the sum of its units at lanes 0..L-1 (docs/metal-kernels.md, "Short
 // rows").
 template <int F, class G>
-inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device const uchar* s, device const uchar* b,
-                   uint n, uint n0, uint k0, uint kc, uint KC, threadgroup const float* xs, ushort lane, int cols,
+inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, ulong wo, device const uchar* s,
+                   device const uchar* b, uint n, uint n0, uint k0, uint kc, uint KC, threadgroup const float* xs, ushort lane, int cols,
                    thread float (*acc)[MV_MAX_COLS]) {
   const uint U = QUnit<F>::values;
   const uint sz = q_scale_bytes(a);
   const uint nu = kc / U, nu0 = min(KC, uint(a.k)) / U;
   if (nu0 > 16 || mv_rows == 1) {
     for (int r = 0; r < mv_rows && n0 + r < n; r++) {
-      const ulong row = n0 + r;
-      QRow q = {w + row * a.row_bytes, s + row * sz, b + row * sz};
+      const ulong row = n0 + r, ro = wo + row * a.row_bytes;
+      QRow q = {w + ro, s + row * sz, b + row * sz, uint(ro & 3)};
       for (uint u = lane; u < nu; u += 32) {
         q_unit_at<F>(grid, q, k0 / U + u, a, xs + u * U, KC, cols, acc[r]);
       }
@@ -955,8 +970,8 @@ inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device c
         cur[c] = r == i ? acc[i][c] : cur[c];
       }
     }
-    const ulong row = n0 + uint(r);
-    QRow q = {w + row * a.row_bytes, s + row * sz, b + row * sz};
+    const ulong row = n0 + uint(r), ro = wo + row * a.row_bytes;
+    QRow q = {w + ro, s + row * sz, b + row * sz, uint(ro & 3)};
     q_unit_at<F>(grid, q, k0 / U + u, a, xs + u * U, KC, cols, cur);
     for (int i = 0; i < mv_rows; i++) {
       for (int c = 0; c < mv_cols; c++) {
@@ -1049,9 +1064,9 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
     q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, nm);
     mv_ln_staged(nm, xs, src, a.k, KC, true, tid, ntg, lane);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    q_rows<F>(a, grid, w, s, b, n, n0, k0, kc, KC, xs, lane, cols, acc);
+    q_rows<F>(a, grid, w, 0, s, b, n, n0, k0, kc, KC, xs, lane, cols, acc);
     if (mv_swiglu) {
-      q_rows<F>(a, grid, w1, s1, b1, n, n0, k0, kc, KC, xs, lane, cols, accu);
+      q_rows<F>(a, grid, w1, 0, s1, b1, n, n0, k0, kc, KC, xs, lane, cols, accu);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
@@ -1216,9 +1231,9 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
       e = routed[0];
     }
     const ulong wo = ulong(e) * a.w_stride, so = ulong(e) * a.s_stride;
-    q_rows<F>(a, grid, w + wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs, lane, cols, acc);
+    q_rows<F>(a, grid, w, wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs, lane, cols, acc);
     if (mv_swiglu) {
-      q_rows<F>(a, grid, w2 + wo, sc2 + so, bi2 + so, a.n, n0, k0, kc, KC, xs, lane, cols, acc2);
+      q_rows<F>(a, grid, w2, wo, sc2 + so, bi2 + so, a.n, n0, k0, kc, KC, xs, lane, cols, acc2);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
@@ -1287,7 +1302,7 @@ kernel void qmoe_mv_sum(constant QMatArgs& a [[buffer(0)]], device const float* 
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (live) {
-      q_rows<F>(a, grid, w + wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs + j * KC, lane, 1, acc);
+      q_rows<F>(a, grid, w, wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs + j * KC, lane, 1, acc);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
@@ -1489,7 +1504,7 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
     return;
   }
   const uint sz = q_scale_bytes(a);
-  QRow q = {w + ulong(id) * a.row_bytes, sc + ulong(id) * sz, bi + ulong(id) * sz};
+  QRow q = {w + ulong(id) * a.row_bytes, sc + ulong(id) * sz, bi + ulong(id) * sz, uint(ulong(id) * a.row_bytes & 3)};
   for (uint i0 = 32 * lane; i0 < a.k; i0 += 32 * 32) {
     float v[32];
     q_values<F>(q, i0, a, v);
@@ -1560,7 +1575,8 @@ inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgr
       const uint row = n0 + uint(r);
       float v[32];
       if (row < n) {
-        q_values<F>(QRow{m.w + ulong(row) * a.row_bytes, m.s + ulong(row) * sz, m.b + ulong(row) * sz}, k0, a, v);
+        const ulong ro = ulong(row) * a.row_bytes;
+        q_values<F>(QRow{m.w + ro, m.s + ulong(row) * sz, m.b + ulong(row) * sz, uint(ro & 3)}, k0, a, v);
       } else {
         for (int e = 0; e < 32; e++) {
           v[e] = 0.0f;

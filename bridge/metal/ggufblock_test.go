@@ -1,0 +1,73 @@
+package metal_test
+
+import (
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/runner/kbench"
+)
+
+// TestGGUFBlockGEMV: the GEMVs and expert GEMVs of the 2-byte-aligned GGUF
+// blocks (Q8_0's 34 bytes, Q4_0's and IQ4_NL's 18), read as uints from
+// whichever of a block's two alignments it has (quant.metal
+// q_block_words), against kernels/quant's reference: rows of an odd
+// number of blocks (K = 96, 160, 1184), so every other row starts 2 bytes
+// past a 4-byte boundary; row counts no rows-a-simdgroup divides (7, 13,
+// 37); K past one staged chunk and not a multiple of 256 (4128); rows
+// shared by a simdgroup's lanes (short rows) and not (K = 1184).
+func TestGGUFBlockGEMV(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	shapes := []struct{ m, n, k int }{
+		{1, 7, 96}, {3, 13, 160}, {1, 37, 1184}, {5, 9, 4128}, {1, 1, 32},
+	}
+	for _, dt := range []ops.DType{ops.Q8_0, ops.Q4_0, ops.IQ4_NL} {
+		for _, s := range shapes {
+			checkOp(t, be, ops.Args{Op: ops.QMatMul, DType: dt, Ints: ops.Shape{ops.M: s.m, ops.N: s.n, ops.K: s.k}})
+		}
+		for _, tokens := range []int{1, 3} {
+			checkOp(t, be, ops.Args{Op: ops.QMoE, DType: dt, Ints: ops.Shape{ops.Tokens: tokens, ops.Experts: 8,
+				ops.TopK: 2, ops.Hidden: 96, ops.Intermediate: 160}})
+		}
+	}
+}
+
+// TestGGUFBlockWitness holds the Q8_0 and Q4_0 GEMVs of one token by
+// 4096x4096 weights (tools/ggmlwitness's shape) to what the emulator counts
+// with their blocks read as uints: 3.95 and 3.90 bytes a load (2.1 and 2.2
+// when they were read as ushorts), 146 and 82 loads in the busiest
+// simdgroup (274 and 146), every lane busy, and all the bytes read once
+// (docs/metal-kernels.md, "Against llama.cpp's kernels").
+func TestGGUFBlockWitness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: emulates a 4096x4096 GEMV")
+	}
+	be := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		dt            ops.DType
+		minBytes      float64 // bytes a load, at least
+		maxCritical   int64   // the busiest simdgroup's loads, at most
+		minSimdgroups float64 // simdgroups a core of an M3 Ultra, at least
+	}{
+		{ops.Q8_0, 3.9, 146, 12.8},
+		{ops.Q4_0, 3.85, 82, 12.8},
+	} {
+		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 4096}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, ok, err := b.Witness()
+		b.Close()
+		if err != nil || !ok {
+			t.Fatalf("%s: witness %v (counted %v)", c.dt, err, ok)
+		}
+		t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, %.1f simdgroups/core, traffic %.3f, footprint %.3f",
+			c.dt, w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, w.SimdgroupsPerCore, w.Efficiency, w.FootprintEfficiency(w.Ideal))
+		if w.BytesPerLoad() < c.minBytes || w.CriticalLoads > c.maxCritical || w.SimdgroupsPerCore < c.minSimdgroups ||
+			w.LanesPerLoad() < 32 || w.FootprintEfficiency(w.Ideal) < 1 {
+			t.Errorf("%s: %.2f B/load (want >= %.1f), %d critical loads (want <= %d), %.1f simdgroups/core (want >= %.1f), %.1f lanes/load (want 32), footprint efficiency %.3f (want 1)",
+				c.dt, w.BytesPerLoad(), c.minBytes, w.CriticalLoads, c.maxCritical, w.SimdgroupsPerCore, c.minSimdgroups,
+				w.LanesPerLoad(), w.FootprintEfficiency(w.Ideal))
+		}
+	}
+}
