@@ -69,3 +69,42 @@ func TestSpacesAgreeWithTheBackend(t *testing.T) {
 		t.Logf("%s: %d candidates overlay; %d of %d tiles judged alike", k.Op, len(cands), agreed, tiles)
 	}
 }
+
+// The packed spaces' untuned configs (kernels/ops metalQMatVec,
+// metalQMoEMatVec and their tiles) are the backend's untuned launches
+// (DefaultTuning): what `mtlbench tune` times as the default is what runs
+// when nothing is tuned, at the decode shapes of the GEMVs and at the
+// prefill shapes of the tiles.
+func TestPackedSpaceDefaultsAreTheBackends(t *testing.T) {
+	lim := ops.Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
+	for _, c := range []struct {
+		op    ops.ID
+		shape ops.Shape
+	}{
+		{ops.QMatMul, ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 4096}},
+		{ops.QMatMul, ops.Shape{ops.M: 128, ops.N: 4096, ops.K: 4096}},
+		{ops.QMoE, ops.Shape{ops.Tokens: 1, ops.Experts: 128, ops.TopK: 8, ops.Hidden: 2048, ops.Intermediate: 768}},
+		{ops.QMoE, ops.Shape{ops.Tokens: 512, ops.Experts: 8, ops.TopK: 2, ops.Hidden: 2048, ops.Intermediate: 768}},
+	} {
+		o, ok := ops.Lookup(c.op)
+		if !ok || o.Tuning[ops.Metal] == nil {
+			t.Fatalf("no Metal space for %s", c.op)
+		}
+		k := o.Tuning[ops.Metal]
+		s, err := k.Normalize(c.shape, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		def := k.DefaultConfig(s, lim)
+		got, err := overlay(DefaultTuning, c.op, def)
+		if err != nil {
+			t.Fatalf("%s %v: the default {%s}: %v", c.op, c.shape, k.String(def), err)
+		}
+		// mv_max canonicalizes to a bound of the shape's rows per routed
+		// expert that takes the same path (ops metalQMoE's Canonical).
+		got.MoEMatVecMaxRows = DefaultTuning.MoEMatVecMaxRows
+		if got != DefaultTuning {
+			t.Errorf("%s %v: the space's default {%s} runs\n%s\nnot the untuned\n%s", c.op, c.shape, k.String(def), got, DefaultTuning)
+		}
+	}
+}

@@ -882,14 +882,19 @@ func (b *Backend) qmoeTiles(pk *qexperts, xs, o *tensor, ids, weights, flags vie
 // rows (two matrices) stage in 23 KB.
 var qmoeTile = Tile{BM: 32, BN: 64, BK: qmmBK, SGM: 2, SGN: 2}
 
-// qRows weight rows a simdgroup and qSimdgroups simdgroups a threadgroup:
+// qmvRows weight rows a simdgroup and qmvSimdgroups simdgroups a
+// threadgroup (qmatvec), qRows and qSimdgroups the expert GEMVs' (qmoe_mv):
 // every threadgroup stages its activation rows once, which for packed
 // weights (a quarter or an eighth of bf16's bytes) is a larger share of the
-// traffic than for float ones, so packed GEMVs take large threadgroups
-// (docs/metal-kernels.md, the packed figures).
+// traffic than for float ones, so packed GEMVs take large threadgroups. Two
+// rows in 32 simdgroups stage as often as four in 16 and launch twice the
+// simdgroups, each issuing half the loads in a row (docs/metal-kernels.md,
+// "Packed weights").
 const (
-	qRows       = 4
-	qSimdgroups = 16
+	qmvRows       = 2
+	qmvSimdgroups = 32
+	qRows         = 4
+	qSimdgroups   = 16
 )
 
 // fcQMoE: rows a simdgroup, activation rows a threadgroup (1, or a tile's

@@ -178,7 +178,7 @@ var DefaultTuning = Tuning{
 	EltThreads: 256, RoPEHeads: 4, ArgmaxThreads: ops.MetalArgmaxThreads, ArgmaxPart: ops.MetalArgmaxPart,
 	MatVecMaxM: 8, MatVecRows: 4, MatVecSimdgroups: 4,
 	MatMulTile:  Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
-	QMatMulTile: qmmTile, QMoETile: qmoeTile, QMatVecRows: qRows, QMatVecSimdgroups: qSimdgroups,
+	QMatMulTile: qmmTile, QMoETile: qmoeTile, QMatVecRows: qmvRows, QMatVecSimdgroups: qmvSimdgroups,
 	QMoEMatVecRows: qRows, QMoESimdgroups: qSimdgroups,
 	AttnSimdgroups: 32, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
 	AttnPrefillMinQuery: 8, AttnPrefillHeads: 8, AttnPrefillKeys: 16, AttnPrefillQueries: 16,

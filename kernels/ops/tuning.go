@@ -649,10 +649,16 @@ func metalQTileMemory(mats int) Constraint {
 // tile, are most of a packed tile's traffic.
 var metalQMatMulTile = Config{KnobBM: "64", KnobBN: "128", KnobBK: "32", KnobSGM: "2", KnobSGN: "4"}
 
-// metalQMatVec is the packed GEMV's untuned launch (bridge/metal qRows,
-// qSimdgroups): every threadgroup stages its activation rows once, so
-// packed GEMVs take large threadgroups (docs/metal-kernels.md).
-var metalQMatVec = Config{KnobRows: "4", KnobSimdgroups: "16"}
+// metalQMatVec is the packed GEMV's untuned launch (bridge/metal qmvRows,
+// qmvSimdgroups): every threadgroup stages its activation rows once, so
+// packed GEMVs take large threadgroups, of 2 rows a simdgroup for twice the
+// simdgroups of 4 at the same staging (docs/metal-kernels.md).
+var metalQMatVec = Config{KnobRows: "2", KnobSimdgroups: "32"}
+
+// metalQMoEMatVec is the packed expert GEMVs' untuned launch (bridge/metal
+// qRows, qSimdgroups): qmoe_mv_sum splits a threadgroup's simdgroups
+// between the top-k pairs, so it keeps 4 rows in 16.
+var metalQMoEMatVec = Config{KnobRows: "4", KnobSimdgroups: "16"}
 
 // metalQMV reports whether a packed matmul of s's rows runs the GEMV: up to
 // the matmul's untuned mv_max rows (bridge/metal qmatvec).
@@ -738,7 +744,7 @@ var metalQMoE = &Space{
 					mv := Config{KnobMVMax: v}
 					for _, k := range metalMVNames {
 						if mv[k] = c[k]; mv[k] == "" {
-							mv[k] = metalQMatVec[k]
+							mv[k] = metalQMoEMatVec[k]
 						}
 					}
 					return mv
@@ -762,7 +768,7 @@ var metalQMoE = &Space{
 		return c
 	},
 	Default: func(Shape, Limits) Config {
-		return merge(Config{KnobMVMax: strconv.Itoa(MetalMoEMatVecMaxRows)}, metalQMatVec, metalQMoETile)
+		return merge(Config{KnobMVMax: strconv.Itoa(MetalMoEMatVecMaxRows)}, metalQMoEMatVec, metalQMoETile)
 	},
 	Format: func(c Config) string {
 		if !metalTiled(c) {
