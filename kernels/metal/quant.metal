@@ -8,7 +8,7 @@
 // affine, NVFP4 or MXFP8 row (4·bits bytes: one 16-byte load at 4 bits,
 // two at 8; NVFP4's and MXFP8's scales follow the row's values), one
 // 32-value block of Q8_0/Q4_0/IQ4_NL (34 and 18 bytes, 2-byte aligned:
-// read as uints and one ushort, q_block_words) or MXFP4 (17 bytes: uchars) or
+// 8-byte words, uints and a ushort, q_block_words) or MXFP4 (17 bytes: uchars) or
 // sub-block of IQ4_XS (8-byte loads), or part of a 256-value super-block:
 // of Q4_K (144 bytes, 16-byte loads), Q5_K (176 bytes, 16-byte loads), Q3_K
 // and Q6_K (110 and 210 bytes, ushorts) or Q2_K (84 bytes, uints) (QUnit).
@@ -92,37 +92,66 @@ inline float q_scale(device const uchar* s, uint i) {
 inline uint q_scale_bytes(constant QMatArgs& a) { return a.groups * (q_scale_dt == 0 ? 4 : 2); }
 
 // QRow is one weight row: its packed values, and for affine formats its
-// scales and biases. w4 is w's byte offset mod 4 from the start of its
-// bound buffer, which the host binds 4-byte aligned: GGUF's 2-byte-aligned
-// blocks pick their loads by it (q_block_words).
+// scales and biases. w8 is w's byte offset mod 8 from the start of its
+// bound buffer, which the host binds 16-byte aligned (weightAlign): GGUF's
+// 2-byte-aligned blocks pick their loads by it (q_block_words).
 struct QRow {
   device const uchar* w;
   device const uchar* s;
   device const uchar* b;
-  uint w4;
+  uint w8;
 };
 
 // q_block_words reads a GGUF block of 2 + 4·N bytes (f16 d, then N words
-// of quants; Q8_0, Q4_0, IQ4_NL), 2-byte aligned, in N + 1 loads where
-// ushorts took 2N + 1: N uints and one ushort. A block at a 4-byte
-// boundary holds d in its first uint's low half and each quant word across
-// two uints; one 2 bytes past has d alone and its quants aligned. Every
-// lane issues the same loads at addresses picked by its block's alignment,
-// so neighbouring lanes (blocks of both alignments) do not diverge
+// of quants; Q8_0, Q4_0, IQ4_NL; N even), 2-byte aligned, in (N - 2)/2 + 3
+// loads where ushorts took 2N + 1: a run of (N - 2)/2 8-byte words, two
+// uints and a ushort tile the block at each of its four alignments mod 8
+// (a = 0: run, uint, uint, ushort; 2: ushort, uint, run, uint; 4: uint,
+// run, uint, ushort; 6: ushort, run, uint, uint). Every lane issues the
+// same loads at addresses its block's alignment picks, so neighbouring
+// lanes (blocks of different alignments) do not diverge. The pieces land
+// by selects in W, the block's 4-byte-aligned window (from 2 bytes before
+// it when it starts 2 past a boundary), whose words give d and the quants
 // (docs/metal-kernels.md, "Packed weights"). Returns d; qw gets the quants.
-template <int N> inline float q_block_words(device const uchar* blk, uint w4, thread uint* qw) {
-  const bool at4 = (w4 & 3u) == 0;
-  device const uint* p = (device const uint*)(blk + (at4 ? 0 : 2));
-  const uint s = uint(*(device const ushort*)(blk + (at4 ? 4 * N : 0)));
-  uint v[N + 1];
-  for (int i = 0; i < N; i++) {
-    v[i] = p[i];
+template <int N> inline float q_block_words(device const uchar* blk, uint w8, thread uint* qw) {
+  constexpr int D = (N - 2) / 2;
+  const uint a = w8 & 6u, e = a & 2u;
+  const uint r0 = a == 0 ? 0u : (a == 2 ? 2u : 1u);                        // W's word the run starts at
+  const uint iA = a == 0 ? uint(N - 2) : (a == 2 ? 1u : (a == 4 ? 0u : uint(N - 1))); // the uints' words
+  const uint iB = a == 0 || a == 4 ? uint(N - 1) : uint(N);
+  device const uint2* pr = (device const uint2*)(blk + (4 * r0 - e));
+  uint R[2 * D];
+  for (int i = 0; i < D; i++) {
+    const uint2 v = pr[i];
+    R[2 * i] = v.x;
+    R[2 * i + 1] = v.y;
   }
-  v[N] = s;
-  for (int i = 0; i < N; i++) {
-    qw[i] = at4 ? (v[i] >> 16) | (v[i + 1] << 16) : v[i];
+  const uint A = *(device const uint*)(blk + (4 * iA - e));
+  const uint B = *(device const uint*)(blk + (4 * iB - e));
+  const uint S = uint(*(device const ushort*)(blk + (e == 0 ? 4 * N : 0)));
+  uint W[N + 1];
+  for (int k = 0; k <= N; k++) {
+    uint w = 0;
+    for (int r = 0; r < 3; r++) {
+      const int j = k - r;
+      if (j >= 0 && j < 2 * D) {
+        w = r0 == uint(r) ? R[j] : w;
+      }
+    }
+    w = iA == uint(k) ? A : w;
+    w = iB == uint(k) ? B : w;
+    if (k == 0) {
+      w = e == 2 ? S << 16 : w; // d, in the window's first word's high half
+    }
+    if (k == N) {
+      w = e == 0 ? S : w; // the last two quants, in its last word's low half
+    }
+    W[k] = w;
   }
-  return float(as_type<half>(ushort(at4 ? v[0] & 0xffffu : s)));
+  for (int i = 0; i < N; i++) {
+    qw[i] = e == 0 ? (W[i] >> 16) | (W[i + 1] << 16) : W[i + 1];
+  }
+  return float(as_type<half>(ushort(e == 0 ? W[0] & 0xffffu : W[0] >> 16)));
 }
 
 // q_unit adds unit u of row's dot products with the staged activation rows
@@ -204,7 +233,7 @@ template <>
 inline void q_unit<QF_Q8_0>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
   uint qw[8];
-  const float d = q_block_words<8>(row.w + u * 34, row.w4 + u * 34, qw);
+  const float d = q_block_words<8>(row.w + u * 34, row.w8 + u * 34, qw);
   float q[32];
   for (int i = 0; i < 32; i++) {
     q[i] = float(int(qw[i / 4] << (24 - 8 * (i % 4))) >> 24);
@@ -223,7 +252,7 @@ template <>
 inline void q_unit<QF_Q4_0>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
   uint qw[4];
-  const float d = q_block_words<4>(row.w + u * 18, row.w4 + u * 18, qw);
+  const float d = q_block_words<4>(row.w + u * 18, row.w8 + u * 18, qw);
   float q[32];
   for (int i = 0; i < 16; i++) {
     const uint b = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
@@ -422,7 +451,7 @@ template <>
 inline void q_unit<QF_IQ4_NL>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                               int cols, thread float* acc) {
   uint w[4];
-  const float d = q_block_words<4>(row.w + u * 18, row.w4 + u * 18, w);
+  const float d = q_block_words<4>(row.w + u * 18, row.w8 + u * 18, w);
   float q[32];
   iq4_levels(w, q);
   for (int c = 0; c < cols; c++) {
@@ -944,7 +973,7 @@ inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, ulong wo
   if (nu0 > 16 || mv_rows == 1) {
     for (int r = 0; r < mv_rows && n0 + r < n; r++) {
       const ulong row = n0 + r, ro = wo + row * a.row_bytes;
-      QRow q = {w + ro, s + row * sz, b + row * sz, uint(ro & 3)};
+      QRow q = {w + ro, s + row * sz, b + row * sz, uint(ro & 7)};
       for (uint u = lane; u < nu; u += 32) {
         q_unit_at<F>(grid, q, k0 / U + u, a, xs + u * U, KC, cols, acc[r]);
       }
@@ -971,7 +1000,7 @@ inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, ulong wo
       }
     }
     const ulong row = n0 + uint(r), ro = wo + row * a.row_bytes;
-    QRow q = {w + ro, s + row * sz, b + row * sz, uint(ro & 3)};
+    QRow q = {w + ro, s + row * sz, b + row * sz, uint(ro & 7)};
     q_unit_at<F>(grid, q, k0 / U + u, a, xs + u * U, KC, cols, cur);
     for (int i = 0; i < mv_rows; i++) {
       for (int c = 0; c < mv_cols; c++) {
@@ -1504,7 +1533,7 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
     return;
   }
   const uint sz = q_scale_bytes(a);
-  QRow q = {w + ulong(id) * a.row_bytes, sc + ulong(id) * sz, bi + ulong(id) * sz, uint(ulong(id) * a.row_bytes & 3)};
+  QRow q = {w + ulong(id) * a.row_bytes, sc + ulong(id) * sz, bi + ulong(id) * sz, uint(ulong(id) * a.row_bytes & 7)};
   for (uint i0 = 32 * lane; i0 < a.k; i0 += 32 * 32) {
     float v[32];
     q_values<F>(q, i0, a, v);
@@ -1576,7 +1605,7 @@ inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgr
       float v[32];
       if (row < n) {
         const ulong ro = ulong(row) * a.row_bytes;
-        q_values<F>(QRow{m.w + ro, m.s + ulong(row) * sz, m.b + ulong(row) * sz, uint(ro & 3)}, k0, a, v);
+        q_values<F>(QRow{m.w + ro, m.s + ulong(row) * sz, m.b + ulong(row) * sz, uint(ro & 7)}, k0, a, v);
       } else {
         for (int e = 0; e < 32; e++) {
           v[e] = 0.0f;
