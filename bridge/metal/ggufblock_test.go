@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 )
@@ -70,6 +72,45 @@ func TestGGUFBlockWitness(t *testing.T) {
 			t.Errorf("%s: %.2f B/load (want >= %.1f), %d critical loads (want <= %d), %.1f simdgroups/core (want >= %.1f), %.1f lanes/load (want 32), footprint efficiency %.3f (want 1)",
 				c.dt, w.BytesPerLoad(), c.minBytes, w.CriticalLoads, c.maxCritical, w.SimdgroupsPerCore, c.minSimdgroups,
 				w.LanesPerLoad(), w.FootprintEfficiency(w.Ideal))
+		}
+	}
+}
+
+// TestPackedGEMVKeepsItsStaging: a packed GEMV whose pipeline takes fewer
+// threads than its simdgroups (2 rows in 32 untuned) runs fewer simdgroups
+// of more rows each, so a threadgroup still covers as many rows and stages
+// its activations as often: the emulator counts the same traffic as with
+// every simdgroup (before, halving the simdgroups alone halved the rows a
+// threadgroup and staged the activations twice as often).
+func TestPackedGEMVKeepsItsStaging(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	witness := func(dev mtl.Device, dt ops.DType) *kbench.Witness {
+		be, err := metal.New(dev, metal.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, DType: dt, Ints: ops.Shape{ops.M: 1, ops.N: 512, ops.K: 4096}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		w, ok, err := b.Witness()
+		if err != nil || !ok {
+			t.Fatalf("%s: witness %v (counted %v)", dt, err, ok)
+		}
+		return w
+	}
+	for _, dt := range []ops.DType{ops.Q4_0, ops.Q4} {
+		all := witness(emu.New(emu.Options{}), dt)
+		for _, most := range []int{512} {
+			capped := witness(emu.New(emu.Options{PipelineThreads: func(string) int { return most }}), dt)
+			t.Logf("%s, pipelines of %d threads: traffic %.3f (%.3f with every simdgroup)", dt, most, capped.Efficiency, all.Efficiency)
+			if capped.Efficiency < all.Efficiency-1e-9 {
+				t.Errorf("%s, pipelines of %d threads: traffic efficiency %.3f, %.3f with every simdgroup", dt, most, capped.Efficiency, all.Efficiency)
+			}
 		}
 	}
 }

@@ -240,9 +240,19 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 			mask |= 1 << i
 		}
 	}
-	p := b.pipeline("qmatvec_"+quant.KernelName(q0.Spec), fcQMatVec, mask, int32(rows), int32(cols),
-		boolInt[f.g != nil], boolInt[f.resid != nil], int32(f.nsegs), boolInt[f.swig], qScaleDT(q0.Spec),
-		boolInt[f.gb != nil], boolInt[f.gelu], boolInt[f.pick != nil])
+	pipe := func(rows int) mtl.Pipeline {
+		return b.pipeline("qmatvec_"+quant.KernelName(q0.Spec), fcQMatVec, mask, int32(rows), int32(cols),
+			boolInt[f.g != nil], boolInt[f.resid != nil], int32(f.nsegs), boolInt[f.swig], qScaleDT(q0.Spec),
+			boolInt[f.gb != nil], boolInt[f.gelu], boolInt[f.pick != nil])
+	}
+	p := pipe(rows)
+	// A pipeline whose registers allow fewer simdgroups gives each more
+	// rows (up to 4), so a threadgroup covers as many rows and stages its
+	// activations as often (docs/metal-kernels.md, "Packed weights").
+	for p != nil && simdgroupsFor(p, sgs) < sgs && 2*rows <= maxQMatVecRows {
+		rows, sgs = 2*rows, sgs/2
+		p = pipe(rows)
+	}
 	sgs = simdgroupsFor(p, sgs)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 		return
@@ -895,6 +905,9 @@ const (
 	qmvSimdgroups = 32
 	qRows         = 4
 	qSimdgroups   = 16
+	// maxQMatVecRows is the most rows a packed GEMV's simdgroup takes, as
+	// tuned (Tuning.validate) or raised for a pipeline of fewer simdgroups.
+	maxQMatVecRows = 4
 )
 
 // fcQMoE: rows a simdgroup, activation rows a threadgroup (1, or a tile's

@@ -256,8 +256,8 @@ func (t Tuning) Check() error {
 		return fmt.Errorf("MatVecMaxM=%d: 1 to 8", t.MatVecMaxM)
 	case t.MatVecRows < 1 || t.MatVecRows > 4:
 		return fmt.Errorf("MatVecRows=%d: 1 to 4", t.MatVecRows)
-	case t.QMatVecRows < 1 || t.QMatVecRows > 4:
-		return fmt.Errorf("QMatVecRows=%d: 1 to 4", t.QMatVecRows)
+	case t.QMatVecRows < 1 || t.QMatVecRows > maxQMatVecRows:
+		return fmt.Errorf("QMatVecRows=%d: 1 to %d", t.QMatVecRows, maxQMatVecRows)
 	case t.QMoEMatVecRows < 1 || t.QMoEMatVecRows > 4:
 		return fmt.Errorf("QMoEMatVecRows=%d: 1 to 4", t.QMoEMatVecRows)
 	case t.MoEMatVecRows < 1 || t.MoEMatVecRows > 4:
