@@ -11,25 +11,37 @@ import (
 )
 
 // TestGGUFBlockGEMV: the GEMVs and expert GEMVs of the 2-byte-aligned GGUF
-// blocks (Q8_0's 34 bytes, Q4_0's and IQ4_NL's 18), read in pieces placed
-// by a block's alignment mod 8 (quant.metal q_block_words), against
-// kernels/quant's reference: rows of an odd number of blocks (K = 96, 160,
-// 1184), so rows start at each of 0, 2, 4 and 6 bytes past an 8-byte
-// boundary, and so do their blocks; row counts no rows-a-simdgroup divides (7, 13,
-// 37); K past one staged chunk and not a multiple of 256 (4128); rows
-// shared by a simdgroup's lanes (short rows) and not (K = 1184).
+// blocks (Q8_0's 34 bytes, Q4_0's and IQ4_NL's 18, Q6_K's 210 and Q3_K's
+// 110), read in pieces placed by a block's alignment mod 8 (quant.metal
+// q_block_words, q_run_words), against kernels/quant's reference: rows of
+// an odd number of blocks (K = 96, 160, 1184; 256, 768, 1280 for the
+// super-blocks), so rows start at each of 0, 2, 4 and 6 bytes past an
+// 8-byte boundary, and so do their blocks; row counts no rows-a-simdgroup
+// divides (7, 13, 37); K past one staged chunk (4128, not a multiple of
+// 256; 4352, 17 super-blocks); rows shared by a simdgroup's lanes (short
+// rows) and not (K = 1184, 1280).
 func TestGGUFBlockGEMV(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
-	shapes := []struct{ m, n, k int }{
-		{1, 7, 96}, {3, 13, 160}, {1, 37, 1184}, {5, 9, 4128}, {1, 1, 32},
-	}
-	for _, dt := range []ops.DType{ops.Q8_0, ops.Q4_0, ops.IQ4_NL} {
-		for _, s := range shapes {
-			checkOp(t, be, ops.Args{Op: ops.QMatMul, DType: dt, Ints: ops.Shape{ops.M: s.m, ops.N: s.n, ops.K: s.k}})
+	type shape struct{ m, n, k int }
+	blocks := []shape{{1, 7, 96}, {3, 13, 160}, {1, 37, 1184}, {5, 9, 4128}, {1, 1, 32}}
+	super := []shape{{1, 7, 256}, {3, 13, 768}, {1, 37, 1280}, {5, 9, 4352}, {1, 1, 256}}
+	for _, c := range []struct {
+		dt                   ops.DType
+		shapes               []shape
+		hidden, intermediate int // the expert GEMVs' K: odd numbers of blocks
+	}{
+		{ops.Q8_0, blocks, 96, 160},
+		{ops.Q4_0, blocks, 96, 160},
+		{ops.IQ4_NL, blocks, 96, 160},
+		{ops.Q6_K, super, 768, 1280},
+		{ops.Q3_K, super, 768, 1280},
+	} {
+		for _, s := range c.shapes {
+			checkOp(t, be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: s.m, ops.N: s.n, ops.K: s.k}})
 		}
 		for _, tokens := range []int{1, 3} {
-			checkOp(t, be, ops.Args{Op: ops.QMoE, DType: dt, Ints: ops.Shape{ops.Tokens: tokens, ops.Experts: 8,
-				ops.TopK: 2, ops.Hidden: 96, ops.Intermediate: 160}})
+			checkOp(t, be, ops.Args{Op: ops.QMoE, DType: c.dt, Ints: ops.Shape{ops.Tokens: tokens, ops.Experts: 8,
+				ops.TopK: 2, ops.Hidden: c.hidden, ops.Intermediate: c.intermediate}})
 		}
 	}
 }
@@ -42,6 +54,9 @@ func TestGGUFBlockGEMV(t *testing.T) {
 // simdgroup (73 and 41; at 4 rows in 16 as ushorts 274 and 146), 25.6
 // simdgroups a core (12.8 at 4 rows in 16), every lane busy, and all the
 // bytes read once (docs/metal-kernels.md, "Against llama.cpp's kernels").
+// Q6_K and Q3_K, whose units read 16-byte runs in an 8-byte word, a uint
+// and two ushorts (q_run_words), hold 3.36 and 2.89 bytes a load and 69
+// and 61 critical loads (1.98 and 1.89, 117 and 93 as ushorts).
 func TestGGUFBlockWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates a 4096x4096 GEMV")
@@ -55,6 +70,8 @@ func TestGGUFBlockWitness(t *testing.T) {
 	}{
 		{ops.Q8_0, 5.8, 49, 25.6},
 		{ops.Q4_0, 4.8, 33, 25.6},
+		{ops.Q6_K, 3.3, 69, 25.6},
+		{ops.Q3_K, 2.8, 61, 25.6},
 	} {
 		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 4096}})
 		if err != nil {

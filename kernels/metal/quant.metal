@@ -11,7 +11,8 @@
 // 8-byte words, uints and a ushort, q_block_words) or MXFP4 (17 bytes: uchars) or
 // sub-block of IQ4_XS (8-byte loads), or part of a 256-value super-block:
 // of Q4_K (144 bytes, 16-byte loads), Q5_K (176 bytes, 16-byte loads), Q3_K
-// and Q6_K (110 and 210 bytes, ushorts) or Q2_K (84 bytes, uints) (QUnit).
+// and Q6_K (110 and 210 bytes, 2-byte aligned: 16-byte runs in 8-byte
+// words, a uint and ushorts, q_run_words) or Q2_K (84 bytes, uints) (QUnit).
 // The IQ grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
 // IQ1_M: kernels/quant iq.go) take one 32-value unit of a 256-value
 // super-block: its grid indices, signs and scale, and the super-block's d;
@@ -152,6 +153,54 @@ template <int N> inline float q_block_words(device const uchar* blk, uint w8, th
     qw[i] = e == 0 ? (W[i] >> 16) | (W[i + 1] << 16) : W[i + 1];
   }
   return float(as_type<half>(ushort(e == 0 ? W[0] & 0xffffu : W[0] >> 16)));
+}
+
+// q_run_words reads a run of 4·N bytes inside a GGUF block (a K-quant
+// unit's nibbles or high bits; N even), 2-byte aligned, in (N - 2)/2 + 3
+// loads where ushorts took 2N: q_block_words's tiling without d's ushort, a
+// run of (N - 2)/2 8-byte words, a uint and two ushorts at each alignment
+// mod 8 (a = 0: run, uint, ushort, ushort; 2: ushort, uint, run, ushort; 4:
+// uint, run, ushort, ushort; 6: ushort, run, uint, ushort). The pieces land
+// by selects in the run's 2N halves, so every lane issues the same loads and
+// reads no byte outside its run (docs/metal-kernels.md, "Packed weights").
+// qw[i] gets the run's bytes 4i..4i+3, little-endian.
+template <int N> inline void q_run_words(device const uchar* run, uint w8, thread uint* qw) {
+  static_assert(N >= 4 && N % 2 == 0, "a run of at least one 8-byte word, a uint and two ushorts");
+  constexpr int D = (N - 2) / 2;
+  const uint a = w8 & 6u;
+  const uint r = a == 0 ? 0u : (a == 2 ? 3u : (a == 4 ? 2u : 1u));            // the 8-byte words' first half
+  const uint iu = a == 0 ? uint(4 * D) : (a == 2 ? 1u : (a == 4 ? 0u : uint(4 * D + 1))); // the uint's
+  const uint i0 = a == 2 || a == 6 ? 0u : uint(2 * N - 2);                     // the first ushort's
+  device const uint2* pr = (device const uint2*)(run + 2 * r);
+  uint R[2 * D];
+  for (int i = 0; i < D; i++) {
+    const uint2 v = pr[i];
+    R[2 * i] = v.x;
+    R[2 * i + 1] = v.y;
+  }
+  const uint U = *(device const uint*)(run + 2 * iu);
+  const uint S0 = uint(*(device const ushort*)(run + 2 * i0));
+  const uint S1 = uint(*(device const ushort*)(run + 2 * (2 * N - 1)));
+  uint H[2 * N];
+  for (int k = 0; k < 2 * N; k++) {
+    uint h = 0;
+    for (int o = 0; o < 4; o++) { // the run's words start at half 0, 1, 2 or 3
+      const int j = k - o;
+      if (j >= 0 && j < 4 * D) {
+        h = r == uint(o) ? (R[j / 2] >> (16 * (j % 2))) & 0xffffu : h;
+      }
+    }
+    h = iu == uint(k) ? U & 0xffffu : h;
+    h = iu + 1 == uint(k) ? U >> 16 : h;
+    h = i0 == uint(k) ? S0 : h;
+    if (k == 2 * N - 1) {
+      h = S1;
+    }
+    H[k] = h;
+  }
+  for (int i = 0; i < N; i++) {
+    qw[i] = H[2 * i] | (H[2 * i + 1] << 16);
+  }
 }
 
 // q_unit adds unit u of row's dot products with the staged activation rows
@@ -384,29 +433,26 @@ inline int q3k_scale(int i, thread const uchar* sc) {
   return int(lo | (hi << 4));
 }
 
-// Q3_K (110 bytes, 2-byte aligned: ushorts): 32 bytes of high bits (hm), 64
-// of 2-bit values (qs), 12 of 6-bit scales, f16 d. Value 128n + 32j + l
+// Q3_K (110 bytes, 2-byte aligned): 32 bytes of high bits (hm), 64 of
+// 2-bit values (qs), 12 of 6-bit scales, f16 d. Value 128n + 32j + l
 // (j < 4) takes 2 bits from qs[32n + l] at bit 2j, the third from hm[l] at
 // bit 4n + j (clear: q − 4), and scale 8n + 2j + l/16 (less 32); w =
 // d·scale·q. Unit u: the 64 values of super-block u/4 with n = u/2%2 and l
-// in [16p, 16p+16) (p = u%2): 16 bytes of qs, 16 of hm, 6 scale bytes and
-// d. hm's and the scales' bytes hold both halves' bits, so both n read them,
-// as the half-block unit did (docs/metal-kernels.md, "Short rows").
+// in [16p, 16p+16) (p = u%2): 16 bytes of qs and 16 of hm (runs at the
+// block's alignment mod 8: q_run_words, 4 loads each), 6 scale bytes
+// (uchars) and d. hm's and the scales' bytes hold both halves' bits, so
+// both n read them, as the half-block unit did (docs/metal-kernels.md,
+// "Short rows" and "Packed weights").
 template <>
 inline void q_unit<QF_Q3_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uchar* blk = row.w + (u / 4) * 110;
-  device const ushort* ps = (device const ushort*)blk;
-  const uint n = (u / 2) % 2, p = u % 2;
+  const uint b = (u / 4) * 110;
+  device const uchar* blk = row.w + b;
+  const uint n = (u / 2) % 2, p = u % 2, w8 = row.w8 + b;
   const float d = q_half(blk + 108);
-  uchar hm[16], qs[16];
-  for (int i = 0; i < 8; i++) {
-    const ushort vh = ps[8 * p + i], vq = ps[16 + 16 * n + 8 * p + i];
-    hm[2 * i] = uchar(vh & 0xff);
-    hm[2 * i + 1] = uchar(vh >> 8);
-    qs[2 * i] = uchar(vq & 0xff);
-    qs[2 * i + 1] = uchar(vq >> 8);
-  }
+  uint hm[4], qs[4];
+  q_run_words<4>(blk + 16 * p, w8, hm);
+  q_run_words<4>(blk + 32 + 32 * n + 16 * p, w8, qs);
   // Scale i = 8n + 2j + p: its low nibble is nibble n of byte 2j + p, its
   // high pair bits 2(2n + j/2) of byte 8 + (2j + p)%4.
   const uint sh[2] = {blk[104 + p], blk[106 + p]};
@@ -417,8 +463,9 @@ inline void q_unit<QF_Q3_K>(QRow row, uint u, constant QMatArgs& a, threadgroup 
     const float s = d * float(int(lo | (hi << 4)) - 32);
     float q[16];
     for (int l = 0; l < 16; l++) {
-      const int v = int((uint(qs[l]) >> (2 * j)) & 3u);
-      q[l] = float(((uint(hm[l]) >> (4 * n + j)) & 1u) ? v : v - 4);
+      const uint sh8 = 8 * (l % 4);
+      const int v = int((qs[l / 4] >> (sh8 + 2 * j)) & 3u);
+      q[l] = float(((hm[l / 4] >> (sh8 + 4 * n + j)) & 1u) ? v : v - 4);
     }
     for (int c = 0; c < cols; c++) {
       threadgroup const float* xc = xh + c * xstride + 32 * j + 16 * p;
@@ -579,39 +626,36 @@ inline void q_unit<QF_MXFP8>(QRow row, uint u, constant QMatArgs& a, threadgroup
   }
 }
 
-// Q6_K, unit u: 64 values of super-block u/4 (210 bytes, ushorts), half
-// n = u/2%2, its positions l in [16h, 16h+16) (h = u%2) of each of the
+// Q6_K, unit u: 64 values of super-block u/4 (210 bytes, 2-byte aligned),
+// half n = u/2%2, its positions l in [16h, 16h+16) (h = u%2) of each of the
 // half's four 32-value quarters: value 32q+l has its low nibble in byte l
 // (q even) or l+32 (q odd) of the half's 64 (q < 2 low, else high), its
 // high pair in bits 2q of byte l of the half's 32, and the scale of its 16
-// values. So a unit reads 32 bytes of nibbles, 16 of high pairs, 4 scale
-// bytes and d, each byte but d by one unit only, and a row of 768 values is
-// 12 units (docs/metal-kernels.md, "Short rows").
+// values. So a unit reads three 16-byte runs (two of nibbles, one of high
+// pairs, each at the block's alignment mod 8: q_run_words, 4 loads each), 4
+// scale bytes (every other byte: uchars) and d, each byte but d by one unit
+// only, and a row of 768 values is 12 units (docs/metal-kernels.md, "Short
+// rows" and "Packed weights").
 template <>
 inline void q_unit<QF_Q6_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uchar* blk = row.w + (u / 4) * 210;
-  device const ushort* ps = (device const ushort*)blk;
-  const uint n = (u / 2) % 2, h = u % 2;
+  const uint b = (u / 4) * 210;
+  device const uchar* blk = row.w + b;
+  const uint n = (u / 2) % 2, h = u % 2, w8 = row.w8 + b;
   const float d = q_half(blk + 208);
-  uchar lo[32], qh[16];
-  for (int i = 0; i < 8; i++) {
-    const ushort v0 = ps[32 * n + 8 * h + i], v1 = ps[32 * n + 16 + 8 * h + i], v2 = ps[64 + 16 * n + 8 * h + i];
-    lo[2 * i] = uchar(v0 & 0xff);
-    lo[2 * i + 1] = uchar(v0 >> 8);
-    lo[16 + 2 * i] = uchar(v1 & 0xff);
-    lo[16 + 2 * i + 1] = uchar(v1 >> 8);
-    qh[2 * i] = uchar(v2 & 0xff);
-    qh[2 * i + 1] = uchar(v2 >> 8);
-  }
+  uint lo[8], qh[4]; // lo[0..4): bytes 16h.. of the half's nibbles, lo[4..8): 32 + 16h..
+  q_run_words<4>(blk + 64 * n + 16 * h, w8, lo);
+  q_run_words<4>(blk + 64 * n + 32 + 16 * h, w8, lo + 4);
+  q_run_words<4>(blk + 128 + 32 * n + 16 * h, w8, qh);
   threadgroup const float* xh = x - 64 * h; // the half's first value: x is the unit's (u·64)
   for (int qq = 0; qq < 4; qq++) {         // quarter: values 32·qq + 16h.. of the half
     const float s = d * float(as_type<char>(blk[192 + 8 * n + 2 * qq + h])); // its 16 values' scale
     float q[16];
     for (int l = 0; l < 16; l++) {
-      const uint lq = lo[16 * (qq & 1) + l];
+      const uint lq = (lo[4 * (qq & 1) + l / 4] >> (8 * (l % 4))) & 0xffu;
       const uint low = qq < 2 ? (lq & 0xfu) : (lq >> 4);
-      q[l] = float(int(low | (((uint(qh[l]) >> (2 * qq)) & 3u) << 4)) - 32);
+      const uint hi = (qh[l / 4] >> (8 * (l % 4) + 2 * qq)) & 3u;
+      q[l] = float(int(low | (hi << 4)) - 32);
     }
     for (int c = 0; c < cols; c++) {
       threadgroup const float* xc = xh + c * xstride + 32 * qq + 16 * h;
