@@ -12,11 +12,12 @@ import (
 
 // TestGGUFBlockGEMV: the GEMVs and expert GEMVs of the 2-byte-aligned GGUF
 // blocks (Q8_0's 34 bytes, Q4_0's and IQ4_NL's 18, Q6_K's 210 and Q3_K's
-// 110), read in pieces placed by a block's alignment mod 8 (quant.metal
-// q_block_words, q_run_words), against kernels/quant's reference: rows of
-// an odd number of blocks (K = 96, 160, 1184; 256, 768, 1280 for the
-// super-blocks), so rows start at each of 0, 2, 4 and 6 bytes past an
-// 8-byte boundary, and so do their blocks; row counts no rows-a-simdgroup
+// 110) and Q2_K's 4-byte-aligned 84, read in pieces placed by a block's
+// alignment mod 8 (quant.metal q_block_words, q_run_words), against
+// kernels/quant's reference: rows of an odd number of blocks (K = 96, 160,
+// 1184; 256, 768, 1280 for the super-blocks), so rows start at each of 0,
+// 2, 4 and 6 bytes past an 8-byte boundary (Q2_K: 0 and 4), and so do their
+// blocks; row counts no rows-a-simdgroup
 // divides (7, 13, 37); K past one staged chunk (4128, not a multiple of
 // 256; 4352, 17 super-blocks); rows shared by a simdgroup's lanes (short
 // rows) and not (K = 1184, 1280).
@@ -35,6 +36,7 @@ func TestGGUFBlockGEMV(t *testing.T) {
 		{ops.IQ4_NL, blocks, 96, 160},
 		{ops.Q6_K, super, 768, 1280},
 		{ops.Q3_K, super, 768, 1280},
+		{ops.Q2_K, super, 768, 1280},
 	} {
 		for _, s := range c.shapes {
 			checkOp(t, be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: s.m, ops.N: s.n, ops.K: s.k}})
@@ -56,7 +58,10 @@ func TestGGUFBlockGEMV(t *testing.T) {
 // bytes read once (docs/metal-kernels.md, "Against llama.cpp's kernels").
 // Q6_K and Q3_K, whose units read 16-byte runs in an 8-byte word, a uint
 // and two ushorts (q_run_words), hold 3.36 and 2.89 bytes a load and 69
-// and 61 critical loads (1.98 and 1.89, 117 and 93 as ushorts).
+// and 61 critical loads (1.98 and 1.89, 117 and 93 as ushorts). Q2_K,
+// whose 4-byte-aligned runs take an 8-byte word and two uints
+// (q_run_words<4, 4>), holds 3.39 bytes a load and 33 critical loads (3.03
+// and 37 as uints).
 func TestGGUFBlockWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates a 4096x4096 GEMV")
@@ -72,6 +77,7 @@ func TestGGUFBlockWitness(t *testing.T) {
 		{ops.Q4_0, 4.8, 33, 25.6},
 		{ops.Q6_K, 3.3, 69, 25.6},
 		{ops.Q3_K, 2.8, 61, 25.6},
+		{ops.Q2_K, 3.3, 33, 25.6},
 	} {
 		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 4096}})
 		if err != nil {

@@ -12,7 +12,8 @@
 // sub-block of IQ4_XS (8-byte loads), or part of a 256-value super-block:
 // of Q4_K (144 bytes, 16-byte loads), Q5_K (176 bytes, 16-byte loads), Q3_K
 // and Q6_K (110 and 210 bytes, 2-byte aligned: 16-byte runs in 8-byte
-// words, a uint and ushorts, q_run_words) or Q2_K (84 bytes, uints) (QUnit).
+// words, a uint and ushorts, q_run_words) or Q2_K (84 bytes, 4-byte
+// aligned: 16-byte runs in an 8-byte word and uints, q_run_words) (QUnit).
 // The IQ grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
 // IQ1_M: kernels/quant iq.go) take one 32-value unit of a 256-value
 // super-block: its grid indices, signs and scale, and the super-block's d;
@@ -163,9 +164,13 @@ template <int N> inline float q_block_words(device const uchar* blk, uint w8, th
 // uint, run, ushort, ushort; 6: ushort, run, uint, ushort). The pieces land
 // by selects in the run's 2N halves, so every lane issues the same loads and
 // reads no byte outside its run (docs/metal-kernels.md, "Packed weights").
+// G is the run's alignment: 2, or 4 where every block keeps 4-byte
+// alignment (Q2_K's 84 bytes): then a is 0 or 4, its two ushorts are the
+// run's last 4 bytes, and one uint reads them, (N - 2)/2 + 2 loads.
 // qw[i] gets the run's bytes 4i..4i+3, little-endian.
-template <int N> inline void q_run_words(device const uchar* run, uint w8, thread uint* qw) {
+template <int N, int G = 2> inline void q_run_words(device const uchar* run, uint w8, thread uint* qw) {
   static_assert(N >= 4 && N % 2 == 0, "a run of at least one 8-byte word, a uint and two ushorts");
+  static_assert(G == 2 || G == 4, "a run 2- or 4-byte aligned");
   constexpr int D = (N - 2) / 2;
   const uint a = w8 & 6u;
   const uint r = a == 0 ? 0u : (a == 2 ? 3u : (a == 4 ? 2u : 1u));            // the 8-byte words' first half
@@ -179,8 +184,15 @@ template <int N> inline void q_run_words(device const uchar* run, uint w8, threa
     R[2 * i + 1] = v.y;
   }
   const uint U = *(device const uint*)(run + 2 * iu);
-  const uint S0 = uint(*(device const ushort*)(run + 2 * i0));
-  const uint S1 = uint(*(device const ushort*)(run + 2 * (2 * N - 1)));
+  uint S0, S1;
+  if (G == 4) { // i0 is 2N - 2: the ushorts are one aligned uint
+    const uint T = *(device const uint*)(run + 4 * (N - 1));
+    S0 = T & 0xffffu;
+    S1 = T >> 16;
+  } else {
+    S0 = uint(*(device const ushort*)(run + 2 * i0));
+    S1 = uint(*(device const ushort*)(run + 2 * (2 * N - 1)));
+  }
   uint H[2 * N];
   for (int k = 0; k < 2 * N; k++) {
     uint h = 0;
@@ -669,23 +681,23 @@ inline void q_unit<QF_Q6_K>(QRow row, uint u, constant QMatArgs& a, threadgroup 
 }
 
 // Q2_K: 16 scale bytes (4-bit scale, 4-bit min per 16 values), 64 bytes of
-// 2-bit values, f16 d and dmin (84-byte blocks keep 4-byte alignment: read
-// as uints). Half n's 32 bytes hold four 2-bit planes: plane j of bytes
-// 16p..16p+15 is sub-block 8n + 2j + p, values 128n + 32j + 16p.., whose
-// scale byte is 8n + 2j + p. Unit u: the 64 values of super-block u/4 with
-// n = u/2%2 and p = u%2, its 16 bytes of values (four uints) and 4 scale
-// bytes (docs/metal-kernels.md, "Short rows").
+// 2-bit values, f16 d and dmin (84-byte blocks keep 4-byte alignment). Half
+// n's 32 bytes hold four 2-bit planes: plane j of bytes 16p..16p+15 is
+// sub-block 8n + 2j + p, values 128n + 32j + 16p.., whose scale byte is
+// 8n + 2j + p. Unit u: the 64 values of super-block u/4 with n = u/2%2 and
+// p = u%2, its 16 bytes of values (a run at the block's alignment mod 8, 0
+// or 4: q_run_words<4, 4>, an 8-byte word and two uints where four uints
+// took four loads), 4 scale bytes (every other byte: uchars) and d and dmin
+// (one uint) (docs/metal-kernels.md, "Short rows" and "Packed weights").
 template <>
 inline void q_unit<QF_Q2_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uchar* blk = row.w + (u / 4) * 84;
-  device const uint* pw = (device const uint*)blk;
+  const uint b = (u / 4) * 84;
+  device const uchar* blk = row.w + b;
   const uint n = (u / 2) % 2, p = u % 2;
-  const float2 dm = float2(as_type<half2>(pw[20]));
+  const float2 dm = float2(as_type<half2>(*(device const uint*)(blk + 80)));
   uint qw[4];
-  for (int i = 0; i < 4; i++) {
-    qw[i] = pw[4 + 8 * n + 4 * p + i];
-  }
+  q_run_words<4, 4>(blk + 16 + 32 * n + 16 * p, row.w8 + b, qw);
   threadgroup const float* xh = x - 64 * p; // the half's first value: x is the unit's (u·64)
   for (int j = 0; j < 4; j++) {
     const uint sc = blk[8 * n + 2 * j + p];
