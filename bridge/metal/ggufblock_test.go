@@ -12,12 +12,13 @@ import (
 
 // TestGGUFBlockGEMV: the GEMVs and expert GEMVs of the 2-byte-aligned GGUF
 // blocks (Q8_0's 34 bytes, Q4_0's and IQ4_NL's 18, Q6_K's 210 and Q3_K's
-// 110) and Q2_K's 4-byte-aligned 84, read in pieces placed by a block's
-// alignment mod 8 (quant.metal q_block_words, q_run_words), against
-// kernels/quant's reference: rows of an odd number of blocks (K = 96, 160,
-// 1184; 256, 768, 1280 for the super-blocks), so rows start at each of 0,
-// 2, 4 and 6 bytes past an 8-byte boundary (Q2_K: 0 and 4), and so do their
-// blocks; row counts no rows-a-simdgroup
+// 110), Q2_K's 4-byte-aligned 84 and MXFP4's byte-aligned 17, read in
+// pieces placed by a block's alignment mod 8 (quant.metal q_block_words,
+// q_run_words), against kernels/quant's reference: rows of an odd number of
+// blocks (K = 96, 160, 1184; 256, 768, 1280 for the super-blocks), so rows
+// start at each of 0, 2, 4 and 6 bytes past an 8-byte boundary (Q2_K: 0 and
+// 4; MXFP4: each of 0 to 7, its rows of 3 and 5 blocks 51 and 85 bytes),
+// and so do their blocks; row counts no rows-a-simdgroup
 // divides (7, 13, 37); K past one staged chunk (4128, not a multiple of
 // 256; 4352, 17 super-blocks); rows shared by a simdgroup's lanes (short
 // rows) and not (K = 1184, 1280).
@@ -34,6 +35,7 @@ func TestGGUFBlockGEMV(t *testing.T) {
 		{ops.Q8_0, blocks, 96, 160},
 		{ops.Q4_0, blocks, 96, 160},
 		{ops.IQ4_NL, blocks, 96, 160},
+		{ops.MXFP4, blocks, 96, 160},
 		{ops.Q6_K, super, 768, 1280},
 		{ops.Q3_K, super, 768, 1280},
 		{ops.Q2_K, super, 768, 1280},
@@ -61,7 +63,9 @@ func TestGGUFBlockGEMV(t *testing.T) {
 // and 61 critical loads (1.98 and 1.89, 117 and 93 as ushorts). Q2_K,
 // whose 4-byte-aligned runs take an 8-byte word and two uints
 // (q_run_words<4, 4>), holds 3.39 bytes a load and 33 critical loads (3.03
-// and 37 as uints).
+// and 37 as uints). MXFP4, whose 16 bytes of codes start at any byte
+// (q_run_words<4, 1>: an 8-byte word, a uint, a ushort and two uchars),
+// holds 3.10 bytes a load and 49 critical loads (1.11 and 137 as uchars).
 func TestGGUFBlockWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates a 4096x4096 GEMV")
@@ -78,6 +82,7 @@ func TestGGUFBlockWitness(t *testing.T) {
 		{ops.Q6_K, 3.3, 69, 25.6},
 		{ops.Q3_K, 2.8, 61, 25.6},
 		{ops.Q2_K, 3.3, 33, 25.6},
+		{ops.MXFP4, 3.0, 49, 25.6},
 	} {
 		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 4096}})
 		if err != nil {

@@ -8,7 +8,9 @@
 // affine, NVFP4 or MXFP8 row (4·bits bytes: one 16-byte load at 4 bits,
 // two at 8; NVFP4's and MXFP8's scales follow the row's values), one
 // 32-value block of Q8_0/Q4_0/IQ4_NL (34 and 18 bytes, 2-byte aligned:
-// 8-byte words, uints and a ushort, q_block_words) or MXFP4 (17 bytes: uchars) or
+// 8-byte words, uints and a ushort, q_block_words) or MXFP4 (17 bytes, byte
+// aligned: a 16-byte run in an 8-byte word, a uint, a ushort and uchars,
+// q_run_words) or
 // sub-block of IQ4_XS (8-byte loads), or part of a 256-value super-block:
 // of Q4_K (144 bytes, 16-byte loads), Q5_K (176 bytes, 16-byte loads), Q3_K
 // and Q6_K (110 and 210 bytes, 2-byte aligned: 16-byte runs in 8-byte
@@ -164,42 +166,76 @@ template <int N> inline float q_block_words(device const uchar* blk, uint w8, th
 // uint, run, ushort, ushort; 6: ushort, run, uint, ushort). The pieces land
 // by selects in the run's 2N halves, so every lane issues the same loads and
 // reads no byte outside its run (docs/metal-kernels.md, "Packed weights").
-// G is the run's alignment: 2, or 4 where every block keeps 4-byte
-// alignment (Q2_K's 84 bytes): then a is 0 or 4, its two ushorts are the
-// run's last 4 bytes, and one uint reads them, (N - 2)/2 + 2 loads.
+// G is the run's alignment: 2; 4 where every block keeps 4-byte alignment
+// (Q2_K's 84 bytes): then a is 0 or 4, the two ushorts are the run's last
+// 4 bytes, and one uint reads them, (N - 2)/2 + 2 loads; 1 for byte-aligned
+// blocks (MXFP4's 17): the last ushort becomes two uchars, and where the run
+// starts at an odd byte one of them reads that byte and the rest of the run
+// (even-aligned, 4N - 2 bytes) takes the words, the uint and a ushort at its
+// own alignment, (N - 2)/2 + 4 loads where uchars took 4N.
 // qw[i] gets the run's bytes 4i..4i+3, little-endian.
 template <int N, int G = 2> inline void q_run_words(device const uchar* run, uint w8, thread uint* qw) {
   static_assert(N >= 4 && N % 2 == 0, "a run of at least one 8-byte word, a uint and two ushorts");
-  static_assert(G == 2 || G == 4, "a run 2- or 4-byte aligned");
+  static_assert(G == 1 || G == 2 || G == 4, "a run 1-, 2- or 4-byte aligned");
   constexpr int D = (N - 2) / 2;
-  const uint a = w8 & 6u;
+  const uint o = G == 1 ? (w8 & 1u) : 0u; // the byte before the even-aligned rest
+  const uint a = (w8 + o) & 6u;
   const uint r = a == 0 ? 0u : (a == 2 ? 3u : (a == 4 ? 2u : 1u));            // the 8-byte words' first half
   const uint iu = a == 0 ? uint(4 * D) : (a == 2 ? 1u : (a == 4 ? 0u : uint(4 * D + 1))); // the uint's
   const uint i0 = a == 2 || a == 6 ? 0u : uint(2 * N - 2);                     // the first ushort's
-  device const uint2* pr = (device const uint2*)(run + 2 * r);
+  device const uint2* pr = (device const uint2*)(run + o + 2 * r);
   uint R[2 * D];
   for (int i = 0; i < D; i++) {
     const uint2 v = pr[i];
     R[2 * i] = v.x;
     R[2 * i + 1] = v.y;
   }
-  const uint U = *(device const uint*)(run + 2 * iu);
+  const uint U = *(device const uint*)(run + o + 2 * iu);
   uint S0, S1;
   if (G == 4) { // i0 is 2N - 2: the ushorts are one aligned uint
     const uint T = *(device const uint*)(run + 4 * (N - 1));
     S0 = T & 0xffffu;
     S1 = T >> 16;
   } else {
-    S0 = uint(*(device const ushort*)(run + 2 * i0));
-    S1 = uint(*(device const ushort*)(run + 2 * (2 * N - 1)));
+    S0 = uint(*(device const ushort*)(run + o + 2 * i0));
+    S1 = G == 2 ? uint(*(device const ushort*)(run + 2 * (2 * N - 1))) : 0u;
+  }
+  if (G == 1) {
+    const uint c0 = o == 1 ? 0u : uint(4 * N - 2); // the uchars': c0 and the run's last byte
+    const uint C0 = uint(run[c0]), C1 = uint(run[4 * N - 1]);
+    uint B[4 * N];
+    for (int k = 0; k < 4 * N; k++) {
+      uint b = 0;
+      for (int s = 0; s < 8; s++) { // the words start at byte o + 2r: 0 to 7
+        const int j = k - s;
+        if (j >= 0 && j < 8 * D) {
+          b = o + 2 * r == uint(s) ? (R[j / 4] >> (8 * (j % 4))) & 0xffu : b;
+        }
+      }
+      for (int t = 0; t < 4; t++) {
+        b = o + 2 * iu + uint(t) == uint(k) ? (U >> (8 * t)) & 0xffu : b;
+      }
+      for (int t = 0; t < 2; t++) {
+        b = o + 2 * i0 + uint(t) == uint(k) ? (S0 >> (8 * t)) & 0xffu : b;
+      }
+      b = c0 == uint(k) ? C0 : b;
+      if (k == 4 * N - 1) {
+        b = C1;
+      }
+      B[k] = b;
+    }
+    for (int i = 0; i < N; i++) {
+      qw[i] = B[4 * i] | (B[4 * i + 1] << 8) | (B[4 * i + 2] << 16) | (B[4 * i + 3] << 24);
+    }
+    return;
   }
   uint H[2 * N];
   for (int k = 0; k < 2 * N; k++) {
     uint h = 0;
-    for (int o = 0; o < 4; o++) { // the run's words start at half 0, 1, 2 or 3
-      const int j = k - o;
+    for (int s = 0; s < 4; s++) { // the run's words start at half 0, 1, 2 or 3
+      const int j = k - s;
       if (j >= 0 && j < 4 * D) {
-        h = r == uint(o) ? (R[j / 2] >> (16 * (j % 2))) & 0xffffu : h;
+        h = r == uint(s) ? (R[j / 2] >> (16 * (j % 2))) & 0xffffu : h;
       }
     }
     h = iu == uint(k) ? U & 0xffffu : h;
@@ -556,15 +592,18 @@ constant float mxfp4_values[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, -0.5f, -1, -
 // 2^−127, as ggml's e8m0 conversion).
 inline float mxfp4_scale(uint e) { return as_type<float>(e == 0 ? 0x00400000u : e << 23); }
 
-// MXFP4 (17 bytes, byte aligned: uchars), unit u: block u, its exponent and
-// 16 bytes of codes in Q4_0's order; w = E2M1(code)·2^(e−127).
+// MXFP4 (17 bytes, byte aligned), unit u: block u, its exponent (a uchar)
+// and 16 bytes of codes in Q4_0's order (a run at any alignment mod 8:
+// q_run_words<4, 1>, 5 loads where uchars took 16); w = E2M1(code)·2^(e−127).
 template <>
 inline void q_unit<QF_MXFP4>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                              int cols, thread float* acc) {
   device const uchar* blk = row.w + u * 17;
+  uint qw[4];
+  q_run_words<4, 1>(blk + 1, row.w8 + u * 17 + 1, qw);
   float q[32];
   for (int i = 0; i < 16; i++) {
-    const uint b = blk[1 + i];
+    const uint b = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
     q[i] = mxfp4_values[b & 0xfu];
     q[i + 16] = mxfp4_values[b >> 4];
   }
