@@ -2,10 +2,11 @@ package metal_test
 
 import (
 	"fmt"
-	"github.com/mtlbench/mtlbench/kernels"
+	"math"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -39,9 +40,15 @@ func TestPrefillMatchesTokenByToken(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
 				whole, single := run(t, n)
 				d := kernels.MaxAbsDiff(whole, single)
-				t.Logf("%d-token prompt: max abs difference %.2g", n, d)
-				if d > 1e-4 {
-					t.Errorf("%d-token prompt: one step and a token a step differ by %.3g", n, d)
+				m := 0.0
+				for _, v := range single {
+					m = max(m, math.Abs(float64(v)))
+				}
+				// f32 rounding of sums taken in other orders, on logits of
+				// a few units: 1e-4 of the largest (at least 1e-4).
+				t.Logf("%d-token prompt: max abs difference %.2g, max |logit| %.3g", n, d, m)
+				if tol := 1e-4 * max(1, m); d > tol {
+					t.Errorf("%d-token prompt: one step and a token a step differ by %.3g (bound %.2g)", n, d, tol)
 				}
 			})
 		}
