@@ -166,18 +166,7 @@ func TestTable(t *testing.T) {
 // mtlbench's half: its kernels through the kernel-case path, held to the
 // Go reference by kbench's check, at shapes small enough for every run.
 func TestOurs(t *testing.T) {
-	if _, err := emu.FindCompiler(""); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
-	c, err := parseArgs([]string{"-ggml", "x", "-width", "256", "-n", "64", "-k", "256", "-contexts", "64", "-heads", "4/2/64"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := openOurs(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
+	c, o := oursFor(t, "-width", "256", "-n", "64", "-k", "256", "-contexts", "64", "-heads", "4/2/64")
 	for _, cs := range c.cases() {
 		r, err := o.run(cs)
 		if err != nil {
@@ -209,4 +198,24 @@ func TestAgainstGGML(t *testing.T) {
 			t.Errorf("no row of %s in\n%s", k, out.String())
 		}
 	}
+}
+
+// oursFor is the tool's configuration from args (no ggml checkout) and
+// mtlbench's half opened on the emulator, closed with the test; it skips
+// where no clang runs the emulator.
+func oursFor(t *testing.T, args ...string) (*config, *ours) {
+	t.Helper()
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	c, err := parseArgs(append([]string{"-ggml", "x"}, args...), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := openOurs(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return c, o
 }

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"io"
 	"strings"
 	"testing"
-
-	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 )
 
 // The RMSNorm row of docs/metal-kernels.md ("Against llama.cpp's
@@ -15,18 +12,7 @@ import (
 // simdgroup issues 2 loads (x, w) and 32 simdgroups run, 0.4 a core of an
 // M3 Ultra.
 func TestOursRMSNormRow(t *testing.T) {
-	if _, err := emu.FindCompiler(""); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
-	c, err := parseArgs([]string{"-ggml", "x", "-ops", "rms_norm", "-width", "4096"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := openOurs(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
+	c, o := oursFor(t, "-ops", "rms_norm", "-width", "4096")
 	cs := c.cases()
 	if len(cs) != 1 {
 		t.Fatalf("%d cases, want the one rms_norm", len(cs))
