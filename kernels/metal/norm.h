@@ -39,13 +39,12 @@ inline T norm_again(device T* r, device const T* x, uint i) {
 // norm_kept reports whether every thread's share of n values fits NORM_KEEP.
 inline bool norm_kept(uint n, ushort ntg) { return n <= NORM_KEEP * uint(ntg); }
 
-// rms_norm_row: o = x / rms(x) * w over a row of n values of T, dim floats.
-template <typename T, bool ADD>
-inline void rms_norm_row(device T* r, device const T* x, device const T* w, device T* o, uint n, uint dim, float eps,
-                         threadgroup float* partial, ushort tid, ushort ntg, ushort lane, ushort sg, ushort nsg) {
-  const bool kept = norm_kept(n, ntg);
-  T v[NORM_KEEP];
-  float ss = 0.0f;
+// norm_first is a row's first pass, the one that reads x (and adds the
+// residual): each thread's values go to v where they fit (kept), and it
+// returns the thread's sum of their squares (SQ) or of the values.
+template <typename T, bool ADD, bool SQ>
+inline float norm_first(device T* r, device const T* x, uint n, bool kept, thread T* v, ushort tid, ushort ntg) {
+  float s = 0.0f;
   if (kept) {
     for (uint j = 0; j < NORM_KEEP; j++) {
       const uint i = tid + j * ntg;
@@ -53,13 +52,24 @@ inline void rms_norm_row(device T* r, device const T* x, device const T* w, devi
         break;
       }
       v[j] = norm_load<T, ADD>(r, x, i);
-      ss += norm_sq(v[j]);
+      s += SQ ? norm_sq(v[j]) : norm_sum(v[j]);
     }
   } else {
     for (uint i = tid; i < n; i += ntg) {
-      ss += norm_sq(norm_load<T, ADD>(r, x, i));
+      const T u = norm_load<T, ADD>(r, x, i);
+      s += SQ ? norm_sq(u) : norm_sum(u);
     }
   }
+  return s;
+}
+
+// rms_norm_row: o = x / rms(x) * w over a row of n values of T, dim floats.
+template <typename T, bool ADD>
+inline void rms_norm_row(device T* r, device const T* x, device const T* w, device T* o, uint n, uint dim, float eps,
+                         threadgroup float* partial, ushort tid, ushort ntg, ushort lane, ushort sg, ushort nsg) {
+  const bool kept = norm_kept(n, ntg);
+  T v[NORM_KEEP];
+  const float ss = norm_first<T, ADD, true>(r, x, n, kept, v, tid, ntg);
   const float inv = 1.0f / sqrt(tg_sum(ss, partial, lane, sg, nsg) / float(dim) + eps);
   if (kept) {
     for (uint j = 0; j < NORM_KEEP; j++) {
@@ -85,21 +95,7 @@ inline void layer_norm_row(device T* r, device const T* x, device const T* w, de
                            ushort sg, ushort nsg) {
   const bool kept = norm_kept(n, ntg);
   T v[NORM_KEEP];
-  float s = 0.0f;
-  if (kept) {
-    for (uint j = 0; j < NORM_KEEP; j++) {
-      const uint i = tid + j * ntg;
-      if (i >= n) {
-        break;
-      }
-      v[j] = norm_load<T, ADD>(r, x, i);
-      s += norm_sum(v[j]);
-    }
-  } else {
-    for (uint i = tid; i < n; i += ntg) {
-      s += norm_sum(norm_load<T, ADD>(r, x, i));
-    }
-  }
+  const float s = norm_first<T, ADD, false>(r, x, n, kept, v, tid, ntg);
   const float mean = tg_sum(s, partial, lane, sg, nsg) / float(dim);
   float ss = 0.0f;
   if (kept) {
