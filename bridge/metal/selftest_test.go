@@ -59,6 +59,31 @@ func TestSelftest(t *testing.T) {
 	t.Logf("%d checks; max abs error by op:%s", len(rs), b.String())
 }
 
+// TestSelftestLanesReversed runs the selftest's checks with each
+// simdgroup's lanes run last to first between sync points: a kernel that
+// relied on its lanes in lockstep passes in one order only
+// (docs/msl-subset.md, "Lanes in lockstep").
+func TestSelftestLanesReversed(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	be, err := metal.New(emu.New(emu.Options{ReverseLanes: true}), metal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	rs, err := selftest.Run(be, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if !r.Passed() {
+			t.Errorf("%s %s: %v", r.Case, r.Shape, r.Err)
+		}
+	}
+	t.Logf("%d checks pass with the lanes last to first", len(rs))
+}
+
 // TestSelftestVariants runs the checks of the kernels a tuning changes
 // under other launch shapes and variants: split-K attention with its
 // reduce (by size and by count), the two-phase KV write, narrow GQA

@@ -65,6 +65,8 @@ var Vars = []Var{
 		"folder of the emulator's compiled kernel libraries"},
 	{"MTLBENCH_EMU_CFLAGS", "none", "metal-emu",
 		"extra clang flags for the emulator, e.g. -DMSL_EMU_UCONTEXT (portable fiber switch) or -O0 -g"},
+	{"MTLBENCH_EMU_REVERSE_LANES", "0", "metal-emu",
+		"1: run each simdgroup's lanes last to first between sync points; a kernel whose results change relies on lanes in lockstep (docs/msl-subset.md)"},
 	{"MTLBENCH_EMU_TIMEOUT", emu.DefaultDispatchTimeout.String(), "metal-emu",
 		"how long a dispatch of the emulator may go without a threadgroup starting (a kernel in an endless loop?) before it fails; 0: no limit"},
 
@@ -264,7 +266,7 @@ func on(name string) bool {
 var mslVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 
 // switches are the variables that turn a feature on or off.
-var switches = []string{"MTLBENCH_METAL_FAST_MATH", "MTLBENCH_METAL_SERIAL", "MTLBENCH_METAL_STREAM", "MTLBENCH_CUDA_GRAPHS", "MTLBENCH_CUDA_CUBLAS",
+var switches = []string{"MTLBENCH_METAL_FAST_MATH", "MTLBENCH_METAL_SERIAL", "MTLBENCH_METAL_STREAM", "MTLBENCH_EMU_REVERSE_LANES", "MTLBENCH_CUDA_GRAPHS", "MTLBENCH_CUDA_CUBLAS",
 	"MTLBENCH_CUDA_PDL", "MTLBENCH_CUDA_PDL_EARLY", "MTLBENCH_CUDA_DECODE_MMA", "MTLBENCH_CUDA_FUSE",
 	"MTLBENCH_CUDA_EXACT_PREFILL", "MTLBENCH_CUDA_PACKED_MMA", "MTLBENCH_CUDA_GEMV_MMA", "MTLBENCH_CUDA_PREFETCH",
 	"MTLBENCH_CUDA_STEP_KERNELS", "MTLBENCH_CUDA_STREAM", "MTLBENCH_CUDA_CHAINS", "MTLBENCH_CUDA_TIMELINE",
@@ -420,9 +422,10 @@ func Metal() metal.Options {
 // Emu are the Metal emulator's options.
 func Emu() (emu.Options, error) {
 	o := emu.Options{
-		Clang:    Get("MTLBENCH_CLANG"),
-		CacheDir: Get("MTLBENCH_EMU_CACHE"),
-		CFlags:   strings.Fields(Get("MTLBENCH_EMU_CFLAGS")),
+		Clang:        Get("MTLBENCH_CLANG"),
+		CacheDir:     Get("MTLBENCH_EMU_CACHE"),
+		CFlags:       strings.Fields(Get("MTLBENCH_EMU_CFLAGS")),
+		ReverseLanes: on("MTLBENCH_EMU_REVERSE_LANES"),
 	}
 	if v := strings.TrimSpace(Get("MTLBENCH_EMU_TIMEOUT")); v != "" {
 		d, err := time.ParseDuration(v)

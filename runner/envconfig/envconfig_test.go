@@ -111,6 +111,26 @@ func TestEmuTimeout(t *testing.T) {
 	}
 }
 
+// MTLBENCH_EMU_REVERSE_LANES reaches the emulator's options; a value that
+// is neither on nor off is refused, naming it.
+func TestEmuReverseLanes(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want bool
+	}{{"", false}, {"0", false}, {"1", true}, {"true", true}, {"off", false}} {
+		clean(t)
+		t.Setenv("MTLBENCH_EMU_REVERSE_LANES", c.v)
+		if e, err := Emu(); err != nil || e.ReverseLanes != c.want {
+			t.Errorf("%q: got %v, %v; want %v", c.v, e.ReverseLanes, err, c.want)
+		}
+	}
+	clean(t)
+	t.Setenv("MTLBENCH_EMU_REVERSE_LANES", "reverse")
+	if err := Check(); err == nil || !strings.Contains(err.Error(), "MTLBENCH_EMU_REVERSE_LANES") {
+		t.Errorf("Check() = %v, want an error naming MTLBENCH_EMU_REVERSE_LANES", err)
+	}
+}
+
 func TestValuesSayTheSource(t *testing.T) {
 	clean(t)
 	t.Setenv("MTLBENCH_TUNED", "/t")

@@ -57,3 +57,48 @@ func TestLanesRunOneAfterAnother(t *testing.T) {
 		{pre + "s += simd_sum(0.0f); " + post, func(int) float32 { return 496 }},
 	})
 }
+
+// TestReverseLanes pins Options.ReverseLanes: each simdgroup's lanes run
+// last to first between sync points, so each order gets one of the two
+// lockstep patterns wrong and a kernel that relies on lockstep differs
+// between them (docs/msl-subset.md, "Lanes in lockstep"). x is 0..31, so
+// the sum of tg is 496, and 1496 once lane 0 or 31 has stored 1000 over
+// tg[0].
+func TestReverseLanes(t *testing.T) {
+	const pre = "threadgroup float tg[32]; tg[i] = x[i]; simdgroup_barrier(mem_threadgroup); "
+	const sum = "float s = 0; for (int k = 0; k < 32; k++) { s += tg[k]; } "
+	const end = "threadgroup_barrier(mem_threadgroup); x[i] = s"
+	readThenStore := pre + sum + "if (i == 0) { tg[0] = 1000; } " + end // lockstep: 496 in every lane
+	storeThenRead := pre + "if (i == 0) { tg[0] = 1000; } " + sum + end // lockstep: 1496 in every lane
+	synced := pre + sum + "simdgroup_barrier(mem_threadgroup); if (i == 0) { tg[0] = 1000; } " + end
+	all := func(v float32) func(int) float32 { return func(int) float32 { return v } }
+	lane0 := func(v0, rest float32) func(int) float32 {
+		return func(i int) float32 {
+			if i == 0 {
+				return v0
+			}
+			return rest
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		reverse bool
+		cases   []elementCase
+	}{
+		{"first to last", false, []elementCase{
+			{readThenStore, lane0(496, 1496)}, // lanes 1 to 31 read lane 0's store
+			{storeThenRead, all(1496)},
+			{synced, all(496)},
+		}},
+		{"last to first", true, []elementCase{
+			{readThenStore, all(496)},
+			{storeThenRead, lane0(1496, 496)}, // lanes 31 to 1 read before lane 0 stores
+			{synced, all(496)},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dev := newDevice(t, emu.Options{ReverseLanes: c.reverse})
+			runElementCases(t, dev, "#include <metal_stdlib>\nusing namespace metal;\n", c.cases)
+		})
+	}
+}

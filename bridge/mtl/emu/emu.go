@@ -52,6 +52,12 @@ type Options struct {
 	// NoRaceCheck turns off the threadgroup-memory race check, which costs
 	// time on every threadgroup memory access.
 	NoRaceCheck bool
+	// ReverseLanes runs each simdgroup's lanes last to first between sync
+	// points, where they run first to last by default: a kernel whose
+	// results differ between the two orders relies on its lanes running in
+	// lockstep (docs/msl-subset.md, "Lanes in lockstep";
+	// MTLBENCH_EMU_REVERSE_LANES).
+	ReverseLanes bool
 	// NoCostWitness turns off counting each dispatch's device traffic,
 	// loads, barriers and launches (mtl.CostWitness); counting costs a few
 	// additions per device access.

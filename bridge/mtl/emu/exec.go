@@ -388,6 +388,9 @@ func (e *encoder) dispatch(check func(string, [3]int, [3]int, int) (mtl.Dispatch
 	if !p.lib.dev.opts.NoRaceCheck {
 		d.flags |= 1
 	}
+	if p.lib.dev.opts.ReverseLanes {
+		d.flags |= 8
+	}
 	if !p.lib.dev.opts.NoCostWitness {
 		d.flags |= 2
 		if !p.lib.dev.opts.NoFootprint {

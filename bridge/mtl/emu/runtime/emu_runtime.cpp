@@ -145,6 +145,11 @@ struct Worker {
 __thread Fiber *cur __attribute__((tls_model("local-dynamic")));
 int race_enabled;
 int cost_enabled;
+// lanes_reversed (flags & 8) runs each simdgroup's lanes last to first
+// between sync points, so a kernel that relies on its lanes in lockstep
+// computes otherwise than in the first-to-last order (docs/msl-subset.md,
+// "Lanes in lockstep").
+static int lanes_reversed;
 static int64_t no_stop;
 int64_t *volatile stop_word = &no_stop;
 int fp_enabled;
@@ -1092,9 +1097,15 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
   }
 
   for (;;) {
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < n; k++) {
+      uint32_t i = k;
+      if (lanes_reversed) { // lane k of its simdgroup runs as the one as far from its last
+        const uint32_t base = k & ~31u, width = n - base < 32 ? n - base : 32;
+        i = base + width - 1 - (k - base);
+      }
       if (w->fibers[i].state == ST_READY)
         run(w, &w->fibers[i]);
+    }
     // A failed dispatch ends here, its threads stopped wherever they are
     // (loop_stop); the next group starts each fiber afresh. A group whose
     // threads all returned has finished, whatever failed meanwhile.
@@ -1318,6 +1329,7 @@ EXPORT int64_t msl_emu_begin(Desc *d) {
   }
   race_enabled = (d->flags & 1) != 0;
   cost_enabled = (d->flags & 2) != 0;
+  lanes_reversed = (d->flags & 8) != 0;
   fp_enabled = cost_enabled && (d->flags & 4) != 0 && d->nfp > 0;
   fp_ranges = d->fp;
   fp_nranges = d->nfp;
