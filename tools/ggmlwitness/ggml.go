@@ -46,7 +46,7 @@ func openGGML(c *config, src string) (*ggml, error) {
 	// Every simdgroup of the vec attention kernel stores the same query
 	// into the same threadgroup words, which Metal allows and the
 	// emulator's race check refuses.
-	dev := emu.New(emu.Options{CacheDir: c.cache, BuildTimeout: -1, NoRaceCheck: true})
+	dev := emu.New(emu.Options{CacheDir: c.cache, BuildTimeout: -1, NoRaceCheck: true, ReverseLanes: c.reverseLanes})
 	lib, err := dev.NewLibrary(map[string]string{"ggml-metal.metal": src}, mtl.CompileOptions{
 		LanguageVersion: "3.2",
 		Defines:         map[string]string{"GGML_METAL_EMBED_LIBRARY": "1", "GGML_METAL_HAS_BF16": "1"},

@@ -43,6 +43,11 @@ type config struct {
 	// lockstepReads), so contexts past maxContext and heads of 128 run
 	// on the emulator as on a GPU.
 	mergeBarrier bool
+	// reverseLanes runs llama.cpp's kernels with each simdgroup's lanes
+	// last to first (emu.Options.ReverseLanes): the two places read then
+	// store, so that order runs them as lanes in lockstep do, with the
+	// source as llama.cpp ships it.
+	reverseLanes bool
 }
 
 // maxContext is the longest context llama.cpp's decode attention runs
@@ -66,7 +71,8 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.k, "k", 4096, "the GEMVs' input columns (a multiple of 256)")
 	fs.StringVar(&ctxList, "contexts", "512,2048", "decode attention's context lengths (multiples of 32, at most 2048)")
 	fs.BoolVar(&c.mergeBarrier, "merge-barrier", false, "insert a simdgroup_barrier before llama.cpp's vec attention's two stores over threadgroup words its lanes have read (its merge of simdgroups, and S and M after its keys), which lets contexts past 2048 and heads of 128 run on the emulator (it changes no load or store)")
-	fs.StringVar(&heads, "heads", "32/4/64", "decode attention's query heads/KV heads/head size (64, or 128 with -merge-barrier)")
+	fs.BoolVar(&c.reverseLanes, "reverse-lanes", false, "run llama.cpp's kernels with each simdgroup's lanes last to first, the order in which its vec attention's reads before its two stores run as in lockstep, which lets contexts past 2048 and heads of 128 run with its source unchanged (docs/msl-subset.md, \"Lanes in lockstep\")")
+	fs.StringVar(&heads, "heads", "32/4/64", "decode attention's query heads/KV heads/head size (64, or 128 with -merge-barrier or -reverse-lanes)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -103,8 +109,9 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	// simdgroups, whose merge reads and rewrites threadgroup words within
 	// a simdgroup as if its lanes ran in lockstep; the emulator's lanes do
 	// not (docs/metal-kernels.md, "Against llama.cpp's kernels").
-	if m := slices.Max(c.contexts); m > maxContext && !c.mergeBarrier {
-		return nil, fmt.Errorf("-contexts: %d is past %d, where llama.cpp's vec kernel runs 2 simdgroups a workgroup, whose merge the emulator does not run as a GPU does (-merge-barrier runs it)", m, maxContext)
+	lockstep := c.mergeBarrier || c.reverseLanes
+	if m := slices.Max(c.contexts); m > maxContext && !lockstep {
+		return nil, fmt.Errorf("-contexts: %d is past %d, where llama.cpp's vec kernel runs 2 simdgroups a workgroup, whose merge the emulator's lanes first to last do not run as a GPU does (-merge-barrier or -reverse-lanes runs it)", m, maxContext)
 	}
 	parts := strings.Split(heads, "/")
 	if len(parts) != 3 {
@@ -127,8 +134,8 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	}
 	// Heads of 128 store S and M over words their lanes have just read,
 	// as lanes in lockstep may (source.go, lockstepReads).
-	if c.heads[2] == 128 && !c.mergeBarrier {
-		return nil, fmt.Errorf("-heads=%q: heads of 128 store over threadgroup words their lanes have just read, which the emulator does not run as a GPU does (-merge-barrier runs it)", heads)
+	if c.heads[2] == 128 && !lockstep {
+		return nil, fmt.Errorf("-heads=%q: heads of 128 store over threadgroup words their lanes have just read, which the emulator's lanes first to last do not run as a GPU does (-merge-barrier or -reverse-lanes runs it)", heads)
 	}
 	return c, nil
 }
