@@ -21,12 +21,14 @@ import (
 // and so do their blocks; row counts no rows-a-simdgroup
 // divides (7, 13, 37); K past one staged chunk (4128, not a multiple of
 // 256; 4352, 17 super-blocks); rows shared by a simdgroup's lanes (short
-// rows) and not (K = 1184, 1280).
+// rows) and not (K = 1184, 1280). The same rows in the prefill tiles
+// (qmatmul_mm at 70 rows of x, quant.metal q_values) and the grouped
+// expert tiles (37 tokens: qmoe_mm_gate_up, qmoe_mm_down).
 func TestGGUFBlockGEMV(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	type shape struct{ m, n, k int }
-	blocks := []shape{{1, 7, 96}, {3, 13, 160}, {1, 37, 1184}, {5, 9, 4128}, {1, 1, 32}}
-	super := []shape{{1, 7, 256}, {3, 13, 768}, {1, 37, 1280}, {5, 9, 4352}, {1, 1, 256}}
+	blocks := []shape{{1, 7, 96}, {3, 13, 160}, {1, 37, 1184}, {5, 9, 4128}, {1, 1, 32}, {70, 13, 160}, {70, 7, 1184}}
+	super := []shape{{1, 7, 256}, {3, 13, 768}, {1, 37, 1280}, {5, 9, 4352}, {1, 1, 256}, {70, 13, 768}, {70, 7, 1280}}
 	for _, c := range []struct {
 		dt                   ops.DType
 		shapes               []shape
@@ -43,7 +45,7 @@ func TestGGUFBlockGEMV(t *testing.T) {
 		for _, s := range c.shapes {
 			checkOp(t, be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: s.m, ops.N: s.n, ops.K: s.k}})
 		}
-		for _, tokens := range []int{1, 3} {
+		for _, tokens := range []int{1, 3, 37} {
 			checkOp(t, be, ops.Args{Op: ops.QMoE, DType: c.dt, Ints: ops.Shape{ops.Tokens: tokens, ops.Experts: 8,
 				ops.TopK: 2, ops.Hidden: c.hidden, ops.Intermediate: c.intermediate}})
 		}
@@ -64,8 +66,9 @@ func TestGGUFBlockGEMV(t *testing.T) {
 // whose 4-byte-aligned runs take an 8-byte word and two uints
 // (q_run_words<4, 4>), holds 3.39 bytes a load and 33 critical loads (3.03
 // and 37 as uints). MXFP4, whose 16 bytes of codes start at any byte
-// (q_run_words<4, 1>: an 8-byte word, a uint, a ushort and two uchars),
-// holds 3.10 bytes a load and 49 critical loads (1.11 and 137 as uchars).
+// after their exponent (q_run_words<4, 1, true>: an 8-byte word, a uint,
+// two ushorts and a uchar), holds 3.71 bytes a load and 41 critical loads
+// (3.10 and 49 with the exponent a uchar apart, 1.11 and 137 as uchars).
 func TestGGUFBlockWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates a 4096x4096 GEMV")
@@ -82,7 +85,7 @@ func TestGGUFBlockWitness(t *testing.T) {
 		{ops.Q6_K, 3.3, 69, 25.6},
 		{ops.Q3_K, 2.8, 61, 25.6},
 		{ops.Q2_K, 3.3, 33, 25.6},
-		{ops.MXFP4, 3.0, 49, 25.6},
+		{ops.MXFP4, 3.6, 41, 25.6},
 	} {
 		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 4096}})
 		if err != nil {
@@ -139,6 +142,79 @@ func TestPackedGEMVKeepsItsStaging(t *testing.T) {
 			if capped.Efficiency < all.Efficiency-1e-9 {
 				t.Errorf("%s, pipelines of %d threads: traffic efficiency %.3f, %.3f with every simdgroup", dt, most, capped.Efficiency, all.Efficiency)
 			}
+		}
+	}
+}
+
+// TestGGUFBlockTileWitness holds the prefill tiles' dequantization
+// (quant.metal q_values, through which qmatmul_mm and the qmoe_mm tiles
+// stage each weight row's 32 values) to the loads of the GEMVs' units:
+// q_block_words and q_run_words (32-byte runs) for the 2-byte-aligned
+// blocks, q_run_words<8, 4> for Q2_K's, q_run_words<4, 1, true> for
+// MXFP4's exponent and codes, 16- and 8-byte loads for the aligned ones,
+// and a unit's two adjacent scale bytes as one ushort. A GEMM of 64 rows of
+// x by 512 packed rows of 4096 values (one row tile, whose busiest
+// simdgroup loads a unit and two 16-byte words of x a k step) and a MoE
+// block of 64 tokens grouped by expert: read a byte or a ushort at a time,
+// the GEMM took 1.6 to 3.5 bytes a load and 2816 to 12672 critical loads,
+// the MoE block 1.3 to 2.2 and 635 to 2483 (docs/metal-kernels.md, "The
+// tiled GEMM's loads").
+func TestGGUFBlockTileWitness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: emulates 64-row prefill GEMMs")
+	}
+	be := newEmu(t, metal.Tuning{})
+	type held struct {
+		minBytes    float64 // bytes a load, at least
+		maxCritical int64   // the busiest simdgroups' loads, at most
+	}
+	for _, c := range []struct {
+		dt      ops.DType
+		mm, moe held
+	}{
+		{ops.Q8_0, held{9.7, 1024}, held{7.4, 299}},
+		{ops.Q4_0, held{10.2, 768}, held{7.3, 251}},
+		{ops.IQ4_NL, held{10.2, 768}, held{7.3, 251}},
+		{ops.MXFP4, held{8.9, 896}, held{6.2, 275}},
+		{ops.Q6_K, held{7.3, 2048}, held{5.9, 491}},
+		{ops.Q3_K, held{7.0, 2176}, held{5.6, 515}},
+		{ops.Q2_K, held{9.2, 1152}, held{7.1, 323}},
+		{ops.Q4_K, held{15.9, 640}, held{14.4, 227}},
+		{ops.Q5_K, held{15.9, 896}, held{14.8, 275}},
+		{ops.IQ4_XS, held{12.5, 640}, held{9.8, 227}},
+		{ops.NVFP4, held{13.6, 512}, held{10.7, 203}},
+		{ops.MXFP8, held{13.8, 640}, held{11.5, 227}},
+	} {
+		for _, k := range []struct {
+			name string
+			args ops.Args
+			want held
+		}{
+			{"qmatmul", ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: 64, ops.N: 512, ops.K: 4096}}, c.mm},
+			{"qmoe", ops.Args{Op: ops.QMoE, DType: c.dt, Ints: ops.Shape{ops.Tokens: 64, ops.Experts: 8, ops.TopK: 2,
+				ops.Hidden: 512, ops.Intermediate: 256}}, c.moe},
+		} {
+			t.Run(k.name+"/"+string(c.dt), func(t *testing.T) {
+				b, err := kbench.Prepare(be, k.args)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				if _, err := b.Check(); err != nil {
+					t.Fatal(err)
+				}
+				w, ok, err := b.Witness()
+				if err != nil || !ok {
+					t.Fatalf("witness %v (counted %v)", err, ok)
+				}
+				t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, counted %.2f MB, ideal %.2f MB, traffic %.3f, footprint %.3f",
+					b.Describe(), w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, float64(w.Cost.Bytes())/1e6,
+					float64(w.Ideal)/1e6, w.Efficiency, w.FootprintEfficiency(w.Ideal))
+				if w.BytesPerLoad() < k.want.minBytes || w.CriticalLoads > k.want.maxCritical {
+					t.Errorf("%s: %.2f B/load (want >= %.1f), %d critical loads (want <= %d)",
+						b.Describe(), w.BytesPerLoad(), k.want.minBytes, w.CriticalLoads, k.want.maxCritical)
+				}
+			})
 		}
 	}
 }

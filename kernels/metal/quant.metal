@@ -9,8 +9,7 @@
 // two at 8; NVFP4's and MXFP8's scales follow the row's values), one
 // 32-value block of Q8_0/Q4_0/IQ4_NL (34 and 18 bytes, 2-byte aligned:
 // 8-byte words, uints and a ushort, q_block_words) or MXFP4 (17 bytes, byte
-// aligned: a 16-byte run in an 8-byte word, a uint, a ushort and uchars,
-// q_run_words) or
+// aligned: an 8-byte word, a uint, two ushorts and a uchar, q_run_words) or
 // sub-block of IQ4_XS (8-byte loads), or part of a 256-value super-block:
 // of Q4_K (144 bytes, 16-byte loads), Q5_K (176 bytes, 16-byte loads), Q3_K
 // and Q6_K (110 and 210 bytes, 2-byte aligned: 16-byte runs in 8-byte
@@ -172,11 +171,18 @@ template <int N> inline float q_block_words(device const uchar* blk, uint w8, th
 // blocks (MXFP4's 17): the last ushort becomes two uchars, and where the run
 // starts at an odd byte one of them reads that byte and the rest of the run
 // (even-aligned, 4N - 2 bytes) takes the words, the uint and a ushort at its
-// own alignment, (N - 2)/2 + 4 loads where uchars took 4N.
+// own alignment, (N - 2)/2 + 4 loads where uchars took 4N. With LEAD
+// (G = 1) it also reads the byte before the run (MXFP4's exponent) in the
+// same loads: that byte and the run's first (odd start) or its last two (even
+// start) are an aligned ushort, the other uchar the run's last byte or the
+// lead, so the 4N + 1 bytes take (N - 2)/2 + 4 loads too; it returns the
+// lead byte (0 without LEAD).
 // qw[i] gets the run's bytes 4i..4i+3, little-endian.
-template <int N, int G = 2> inline void q_run_words(device const uchar* run, uint w8, thread uint* qw) {
+template <int N, int G = 2, bool LEAD = false>
+inline uint q_run_words(device const uchar* run, uint w8, thread uint* qw) {
   static_assert(N >= 4 && N % 2 == 0, "a run of at least one 8-byte word, a uint and two ushorts");
   static_assert(G == 1 || G == 2 || G == 4, "a run 1-, 2- or 4-byte aligned");
+  static_assert(!LEAD || G == 1, "a lead byte beside a byte-aligned run only");
   constexpr int D = (N - 2) / 2;
   const uint o = G == 1 ? (w8 & 1u) : 0u; // the byte before the even-aligned rest
   const uint a = (w8 + o) & 6u;
@@ -202,7 +208,17 @@ template <int N, int G = 2> inline void q_run_words(device const uchar* run, uin
   }
   if (G == 1) {
     const uint c0 = o == 1 ? 0u : uint(4 * N - 2); // the uchars': c0 and the run's last byte
-    const uint C0 = uint(run[c0]), C1 = uint(run[4 * N - 1]);
+    uint C0, C1, lead = 0;
+    if (LEAD) { // P: the lead and byte 0 (odd start) or bytes 4N - 2, 4N - 1; Q: the other
+      const uint P = uint(*(device const ushort*)(run + (o == 1 ? -1 : 4 * N - 2)));
+      const uint Q = uint(run[o == 1 ? 4 * N - 1 : -1]);
+      lead = o == 1 ? P & 0xffu : Q;
+      C0 = o == 1 ? P >> 8 : P & 0xffu;
+      C1 = o == 1 ? Q : P >> 8;
+    } else {
+      C0 = uint(run[c0]);
+      C1 = uint(run[4 * N - 1]);
+    }
     uint B[4 * N];
     for (int k = 0; k < 4 * N; k++) {
       uint b = 0;
@@ -227,7 +243,7 @@ template <int N, int G = 2> inline void q_run_words(device const uchar* run, uin
     for (int i = 0; i < N; i++) {
       qw[i] = B[4 * i] | (B[4 * i + 1] << 8) | (B[4 * i + 2] << 16) | (B[4 * i + 3] << 24);
     }
-    return;
+    return lead;
   }
   uint H[2 * N];
   for (int k = 0; k < 2 * N; k++) {
@@ -249,6 +265,7 @@ template <int N, int G = 2> inline void q_run_words(device const uchar* run, uin
   for (int i = 0; i < N; i++) {
     qw[i] = H[2 * i] | (H[2 * i + 1] << 16);
   }
+  return 0u;
 }
 
 // q_unit adds unit u of row's dot products with the staged activation rows
@@ -592,22 +609,21 @@ constant float mxfp4_values[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, -0.5f, -1, -
 // 2^−127, as ggml's e8m0 conversion).
 inline float mxfp4_scale(uint e) { return as_type<float>(e == 0 ? 0x00400000u : e << 23); }
 
-// MXFP4 (17 bytes, byte aligned), unit u: block u, its exponent (a uchar)
-// and 16 bytes of codes in Q4_0's order (a run at any alignment mod 8:
-// q_run_words<4, 1>, 5 loads where uchars took 16); w = E2M1(code)·2^(e−127).
+// MXFP4 (17 bytes, byte aligned), unit u: block u, its exponent and 16
+// bytes of codes in Q4_0's order (a run at any alignment mod 8, the
+// exponent the byte before it: q_run_words<4, 1, true>, 5 loads where
+// uchars took 17); w = E2M1(code)·2^(e−127).
 template <>
 inline void q_unit<QF_MXFP4>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                              int cols, thread float* acc) {
-  device const uchar* blk = row.w + u * 17;
   uint qw[4];
-  q_run_words<4, 1>(blk + 1, row.w8 + u * 17 + 1, qw);
+  const float d = mxfp4_scale(q_run_words<4, 1, true>(row.w + u * 17 + 1, row.w8 + u * 17 + 1, qw));
   float q[32];
   for (int i = 0; i < 16; i++) {
     const uint b = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
     q[i] = mxfp4_values[b & 0xfu];
     q[i + 16] = mxfp4_values[b >> 4];
   }
-  const float d = mxfp4_scale(blk[0]);
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
     float s = 0.0f;
@@ -1434,7 +1450,13 @@ kernel void qmoe_mv_sum(constant QMatArgs& a [[buffer(0)]], device const float* 
 }
 
 // q_values writes the 32 values of row q from value i0 (a multiple of 32)
-// into v: the embedding's dequantization, slice by slice.
+// into v: the embedding's and the packed tiles' dequantization, a unit at a
+// time. Each reads its unit as the GEMVs' q_unit does, with the widest
+// loads its alignment allows: the 2-byte-aligned and byte-aligned GGUF
+// blocks through q_block_words and q_run_words (32-byte runs at the block's
+// alignment mod 8), the 16- and 8-byte-aligned ones in 16- and 8-byte
+// loads, and a unit's adjacent scale bytes as one ushort
+// (docs/metal-kernels.md, "The tiled GEMM's loads").
 template <int F> inline void q_values(QRow q, uint i0, constant QMatArgs& a, thread float* v);
 
 template <int BITS> inline void q_affine_values(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
@@ -1456,131 +1478,183 @@ Q_VALUES_AFFINE(QF_AFFINE3, 3)
 Q_VALUES_AFFINE(QF_AFFINE5, 5)
 Q_VALUES_AFFINE(QF_AFFINE6, 6)
 template <> inline void q_values<QF_Q8_0>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uchar* blk = q.w + i0 / 32 * 34;
-  const float d = q_half(blk);
+  const uint o = i0 / 32 * 34;
+  uint qw[8];
+  const float d = q_block_words<8>(q.w + o, q.w8 + o, qw);
   for (int i = 0; i < 32; i++) {
-    v[i] = d * float(as_type<char>(blk[2 + i]));
+    v[i] = d * float(int(qw[i / 4] << (24 - 8 * (i % 4))) >> 24);
   }
 }
 template <> inline void q_values<QF_Q4_0>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uchar* blk = q.w + i0 / 32 * 18;
-  const float d = q_half(blk);
+  const uint o = i0 / 32 * 18;
+  uint qw[4];
+  const float d = q_block_words<4>(q.w + o, q.w8 + o, qw);
   for (int i = 0; i < 16; i++) {
-    v[i] = d * float(int(blk[2 + i] & 0xf) - 8);
-    v[i + 16] = d * float(int(blk[2 + i] >> 4) - 8);
+    const uint b = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
+    v[i] = d * float(int(b & 0xfu) - 8);
+    v[i + 16] = d * float(int(b >> 4) - 8);
   }
+}
+// Q4_K's and Q5_K's 16-byte header (f16 d and dmin, 12 scale bytes) in one
+// load; sub-block j's scale and min (q4k_scale_min) times d and dmin.
+inline void q4k_head(device const uchar* blk, uint j, thread float& d, thread float& dm) {
+  const uint4 head = *(device const uint4*)blk;
+  const uint sw[3] = {head.y, head.z, head.w};
+  uchar sc[12];
+  for (int i = 0; i < 12; i++) {
+    sc[i] = uchar((sw[i / 4] >> (8 * (i % 4))) & 0xffu);
+  }
+  float s, m;
+  q4k_scale_min(int(j), sc, s, m);
+  const float2 h = float2(as_type<half2>(head.x));
+  d = h.x * s;
+  dm = h.y * m;
 }
 template <> inline void q_values<QF_Q4_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   device const uchar* blk = q.w + i0 / 256 * 144;
   const uint j = (i0 % 256) / 64, hi = (i0 % 64) / 32;
-  uchar sc[12];
-  for (int i = 0; i < 12; i++) {
-    sc[i] = blk[4 + i];
-  }
-  float s, m;
-  q4k_scale_min(int(2 * j + hi), sc, s, m);
-  const float d = q_half(blk) * s, dm = q_half(blk + 2) * m;
+  float d, dm;
+  q4k_head(blk, 2 * j + hi, d, dm);
+  device const uint4* p = (device const uint4*)(blk + 16 + 32 * j);
+  const uint4 q0 = p[0], q1 = p[1];
+  const uint qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
   for (int l = 0; l < 32; l++) {
-    const uint b = blk[16 + 32 * j + l];
+    const uint b = (qw[l / 4] >> (8 * (l % 4))) & 0xffu;
     v[l] = d * float(hi ? b >> 4 : b & 0xfu) - dm;
   }
 }
 template <> inline void q_values<QF_Q5_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   device const uchar* blk = q.w + i0 / 256 * 176;
   const uint j = (i0 % 256) / 32; // sub-block: chunk j/2, nibble j%2
-  uchar sc[12];
-  for (int i = 0; i < 12; i++) {
-    sc[i] = blk[4 + i];
-  }
-  float s, m;
-  q4k_scale_min(int(j), sc, s, m);
-  const float d = q_half(blk) * s, dm = q_half(blk + 2) * m;
+  float d, dm;
+  q4k_head(blk, j, d, dm);
+  device const uint4* p = (device const uint4*)blk;
+  const uint4 h0 = p[1], h1 = p[2], q0 = p[3 + 2 * (j / 2)], q1 = p[4 + 2 * (j / 2)];
+  const uint hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+  const uint qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
   for (int l = 0; l < 32; l++) {
-    const uint b = blk[48 + 32 * (j / 2) + l];
+    const uint sh = 8 * (l % 4);
+    const uint b = (qw[l / 4] >> sh) & 0xffu;
     const uint lo = j % 2 ? b >> 4 : b & 0xfu;
-    v[l] = d * float(lo | (((uint(blk[16 + l]) >> j) & 1u) << 4)) - dm;
+    v[l] = d * float(lo | (((hw[l / 4] >> (sh + j)) & 1u) << 4)) - dm;
   }
 }
+// Q3_K: a unit's 32 bytes of high bits and of 2-bit values (q_run_words at
+// the block's alignment), its two scales' low nibbles and high pairs (two
+// adjacent bytes each: ushorts) and d.
 template <> inline void q_values<QF_Q3_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uchar* blk = q.w + i0 / 256 * 110;
+  const uint o = i0 / 256 * 110;
+  device const uchar* blk = q.w + o;
   const uint h = (i0 % 256) / 128, j = (i0 % 128) / 32;
-  uchar sc[12];
-  for (int i = 0; i < 12; i++) {
-    sc[i] = blk[96 + i];
-  }
+  uint hm[8], qs[8];
+  q_run_words<8>(blk, q.w8 + o, hm);
+  q_run_words<8>(blk + 32 + 32 * h, q.w8 + o, qs);
+  // Scales 8h + 2j + t (q3k_scale): low nibble h of byte 2j + t, high pair
+  // 2h + j/2 of byte 8 + 2(j%2) + t.
+  const uint lo2 = uint(*(device const ushort*)(blk + 96 + 2 * j));
+  const uint hi2 = uint(*(device const ushort*)(blk + 104 + 2 * (j % 2)));
   const float d = q_half(blk + 108);
-  const float s0 = d * float(q3k_scale(int(8 * h + 2 * j), sc) - 32);
-  const float s1 = d * float(q3k_scale(int(8 * h + 2 * j + 1), sc) - 32);
+  float s[2];
+  for (int t = 0; t < 2; t++) {
+    const uint lo = (lo2 >> (8 * t + 4 * h)) & 0xfu;
+    const uint hi = (hi2 >> (8 * t + 2 * (2 * h + j / 2))) & 3u;
+    s[t] = d * float(int(lo | (hi << 4)) - 32);
+  }
   for (int l = 0; l < 32; l++) {
-    const int lo = int((uint(blk[32 + 32 * h + l]) >> (2 * j)) & 3u);
-    const int x = ((uint(blk[l]) >> (4 * h + j)) & 1u) ? lo : lo - 4;
-    v[l] = (l < 16 ? s0 : s1) * float(x);
+    const uint sh = 8 * (l % 4);
+    const int lo = int((qs[l / 4] >> (sh + 2 * j)) & 3u);
+    const int x = ((hm[l / 4] >> (sh + 4 * h + j)) & 1u) ? lo : lo - 4;
+    v[l] = (l < 16 ? s[0] : s[1]) * float(x);
   }
 }
 template <> inline void q_values<QF_IQ4_NL>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uchar* blk = q.w + i0 / 32 * 18;
-  const float d = q_half(blk);
+  const uint o = i0 / 32 * 18;
+  uint w[4];
+  const float d = q_block_words<4>(q.w + o, q.w8 + o, w);
   for (int i = 0; i < 16; i++) {
-    v[i] = d * iq4nl_levels[blk[2 + i] & 0xfu];
-    v[i + 16] = d * iq4nl_levels[blk[2 + i] >> 4];
+    const uint b = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
+    v[i] = d * iq4nl_levels[b & 0xfu];
+    v[i + 16] = d * iq4nl_levels[b >> 4];
   }
 }
 template <> inline void q_values<QF_IQ4_XS>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   device const uchar* blk = q.w + i0 / 256 * 136;
   const uint b = (i0 % 256) / 32;
-  const uint sh = uint(blk[2]) | (uint(blk[3]) << 8);
-  const uint ls = ((uint(blk[4 + b / 2]) >> (4 * (b % 2))) & 0xfu) | (((sh >> (2 * b)) & 3u) << 4);
-  const float dl = q_half(blk) * float(int(ls) - 32);
+  device const uint2* p = (device const uint2*)blk;
+  const uint2 head = p[0], q0 = p[1 + 2 * b], q1 = p[2 + 2 * b];
+  const uint ls = ((head.y >> (4 * b)) & 0xfu) | (((head.x >> (16 + 2 * b)) & 3u) << 4);
+  const float dl = float(as_type<half>(ushort(head.x & 0xffffu))) * float(int(ls) - 32);
+  const uint w[4] = {q0.x, q0.y, q1.x, q1.y};
   for (int i = 0; i < 16; i++) {
-    const uint x = blk[8 + 16 * b + i];
+    const uint x = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
     v[i] = dl * iq4nl_levels[x & 0xfu];
     v[i + 16] = dl * iq4nl_levels[x >> 4];
   }
 }
 template <> inline void q_values<QF_MXFP4>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uchar* blk = q.w + i0 / 32 * 17;
-  const float d = mxfp4_scale(blk[0]);
+  const uint o = i0 / 32 * 17 + 1; // the codes; the exponent the byte before
+  uint qw[4];
+  const float d = mxfp4_scale(q_run_words<4, 1, true>(q.w + o, q.w8 + o, qw));
   for (int i = 0; i < 16; i++) {
-    v[i] = d * mxfp4_values[blk[1 + i] & 0xfu];
-    v[i + 16] = d * mxfp4_values[blk[1 + i] >> 4];
+    const uint b = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
+    v[i] = d * mxfp4_values[b & 0xfu];
+    v[i + 16] = d * mxfp4_values[b >> 4];
   }
 }
 template <> inline void q_values<QF_NVFP4>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uchar* c = q.w + i0 / 2;
-  const float s0 = e4m3_value(q.w[a.k / 2 + i0 / 16]), s1 = e4m3_value(q.w[a.k / 2 + i0 / 16 + 1]);
-  for (int i = 0; i < 16; i++) {
-    v[2 * i] = (i < 8 ? s0 : s1) * mxfp4_values[c[i] & 0xfu];
-    v[2 * i + 1] = (i < 8 ? s0 : s1) * mxfp4_values[c[i] >> 4];
+  const uint4 c = ((device const uint4*)q.w)[i0 / 32];
+  const uint sc = ((device const ushort*)(q.w + a.k / 2))[i0 / 32];
+  const uint wd[4] = {c.x, c.y, c.z, c.w};
+  const float s0 = e4m3_value(sc & 0xffu), s1 = e4m3_value(sc >> 8);
+  for (int i = 0; i < 32; i++) {
+    v[i] = (i < 16 ? s0 : s1) * mxfp4_values[(wd[i / 8] >> (4 * (i % 8))) & 0xfu];
   }
 }
 template <> inline void q_values<QF_MXFP8>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uint4* p = (device const uint4*)(q.w + i0);
+  const uint4 v0 = p[0], v1 = p[1];
+  const uint wd[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
   const float d = mxfp4_scale(q.w[a.k + i0 / 32]);
   for (int i = 0; i < 32; i++) {
-    v[i] = e4m3_value(q.w[i0 + i]) * d;
+    v[i] = e4m3_value((wd[i / 4] >> (8 * (i % 4))) & 0xffu) * d;
   }
 }
+// Q6_K: a unit's 32 bytes of nibbles and of high pairs (q_run_words at the
+// block's alignment), its two scales (adjacent bytes: one ushort) and d.
 template <> inline void q_values<QF_Q6_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uchar* blk = q.w + i0 / 256 * 210;
+  const uint o = i0 / 256 * 210;
+  device const uchar* blk = q.w + o;
   const uint n = (i0 % 256) / 128, qq = (i0 % 128) / 32;
+  uint ql[8], qh[8];
+  q_run_words<8>(blk + 64 * n + 32 * (qq & 1), q.w8 + o, ql);
+  q_run_words<8>(blk + 128 + 32 * n, q.w8 + o, qh);
+  const uint sc = uint(*(device const ushort*)(blk + 192 + 8 * n + 2 * qq));
   const float d = q_half(blk + 208);
-  device const uchar* ql = blk + 64 * n;
-  device const uchar* qh = blk + 128 + 32 * n;
   for (int l = 0; l < 32; l++) {
-    const uint lq = qq & 1 ? ql[l + 32] : ql[l];
+    const uint sh = 8 * (l % 4);
+    const uint lq = (ql[l / 4] >> sh) & 0xffu;
     const uint lo = qq < 2 ? (lq & 0xfu) : (lq >> 4);
-    const int x = int(lo | (((uint(qh[l]) >> (2 * qq)) & 3u) << 4)) - 32;
-    v[l] = d * float(as_type<char>(blk[192 + 8 * n + 2 * qq + l / 16])) * float(x);
+    const int x = int(lo | (((qh[l / 4] >> (sh + 2 * qq)) & 3u) << 4)) - 32;
+    v[l] = d * float(as_type<char>(uchar((sc >> (8 * (l / 16))) & 0xffu))) * float(x);
   }
 }
+// Q2_K: a unit's 32 bytes of 2-bit values (q_run_words<8, 4>: its blocks
+// keep 4-byte alignment), its two scale bytes (one ushort), d and dmin (one
+// uint).
 template <> inline void q_values<QF_Q2_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uchar* blk = q.w + i0 / 256 * 84;
+  const uint o = i0 / 256 * 84;
+  device const uchar* blk = q.w + o;
   const uint c = (i0 % 256) / 32, n = c / 4, j = c % 4;
-  const float d = q_half(blk + 80), dmin = q_half(blk + 82);
+  uint qw[8];
+  q_run_words<8, 4>(blk + 16 + 32 * n, q.w8 + o, qw);
+  const uint sc2 = uint(*(device const ushort*)(blk + 2 * c));
+  const float2 dm = float2(as_type<half2>(*(device const uint*)(blk + 80)));
   for (int h = 0; h < 2; h++) {
-    const uint sc = blk[2 * c + h];
-    const float dl = d * float(sc & 0xfu), ml = dmin * float(sc >> 4);
+    const uint sc = (sc2 >> (8 * h)) & 0xffu;
+    const float dl = dm.x * float(sc & 0xfu), ml = dm.y * float(sc >> 4);
     for (int l = 0; l < 16; l++) {
-      v[16 * h + l] = dl * float((uint(blk[16 + 32 * n + 16 * h + l]) >> (2 * j)) & 3u) - ml;
+      const int i = 16 * h + l;
+      v[i] = dl * float((qw[i / 4] >> (8 * (i % 4) + 2 * j)) & 3u) - ml;
     }
   }
 }
@@ -1652,11 +1726,14 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
 #define QMM_BK 32
 #define QMM_LD (QMM_BK + 4) // staged row stride: 16 bytes of padding, as gemm.h's rows
 
-// QRows is a packed matrix: its rows' values, scales and biases.
+// QRows is a packed matrix: its rows' values, scales and biases, and w's
+// byte offset mod 8 from its bound buffer (an expert's e·w_stride), which
+// with each row's offset places q_values's loads (QRow's w8).
 struct QRows {
   device const uchar* w;
   device const uchar* s;
   device const uchar* b;
+  uint w8;
 };
 
 // qmm_accumulate computes the tile's products over all of k into acc0 (w0)
@@ -1700,7 +1777,7 @@ inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgr
       float v[32];
       if (row < n) {
         const ulong ro = ulong(row) * a.row_bytes;
-        q_values<F>(QRow{m.w + ro, m.s + ulong(row) * sz, m.b + ulong(row) * sz, uint(ro & 7)}, k0, a, v);
+        q_values<F>(QRow{m.w + ro, m.s + ulong(row) * sz, m.b + ulong(row) * sz, uint((m.w8 + ro) & 7)}, k0, a, v);
       } else {
         for (int e = 0; e < 32; e++) {
           v[e] = 0.0f;
@@ -1758,7 +1835,7 @@ kernel void qmatmul_mm(constant QMatArgs& a [[buffer(0)]], device const float* x
     src[r] = m0 + uint(r) < a.m ? int(m0) + r : -1;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  const QRows q = {w, s, b};
+  const QRows q = {w, s, b, 0u};
   MMAcc acc, unused;
   qmm_accumulate<F, false>(a, x, src, q, q, a.n, n0, smem, tid, ntg, sg, acc, unused);
   const int TM = mm_bm / (8 * mm_sgm), TN = mm_bn / (8 * mm_sgn);
@@ -1807,8 +1884,8 @@ kernel void qmoe_mm_gate_up(constant QMatArgs& a [[buffer(0)]], device const flo
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const ulong e = ulong(tile.expert);
-  const QRows g = {gw + e * a.w_stride, gs + e * a.s_stride, gb + e * a.s_stride};
-  const QRows u = {uw + e * a.w_stride, us + e * a.s_stride, ub + e * a.s_stride};
+  const QRows g = {gw + e * a.w_stride, gs + e * a.s_stride, gb + e * a.s_stride, uint((e * a.w_stride) & 7)};
+  const QRows u = {uw + e * a.w_stride, us + e * a.s_stride, ub + e * a.s_stride, uint((e * a.w_stride) & 7)};
   MMAcc ga, ua;
   qmm_accumulate<F, true>(a, x, src, g, u, a.n, n0, smem, tid, ntg, sg, ga, ua);
   const int TM = mm_bm / (8 * mm_sgm), TN = mm_bn / (8 * mm_sgn);
@@ -1867,7 +1944,7 @@ kernel void qmoe_mm_down(constant QMatArgs& a [[buffer(0)]], device const float*
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const ulong e = ulong(tile.expert);
-  const QRows d = {dw + e * a.w_stride, ds + e * a.s_stride, db + e * a.s_stride};
+  const QRows d = {dw + e * a.w_stride, ds + e * a.s_stride, db + e * a.s_stride, uint((e * a.w_stride) & 7)};
   MMAcc acc, unused;
   qmm_accumulate<F, false>(a, h, src, d, d, a.n, n0, smem, tid, ntg, sg, acc, unused);
   const int TM = mm_bm / (8 * mm_sgm), TN = mm_bn / (8 * mm_sgn);
