@@ -1571,10 +1571,9 @@ template <> inline void q_values<QF_IQ4_NL>(QRow q, uint i0, constant QMatArgs& 
   const uint o = i0 / 32 * 18;
   uint w[4];
   const float d = q_block_words<4>(q.w + o, q.w8 + o, w);
-  for (int i = 0; i < 16; i++) {
-    const uint b = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
-    v[i] = d * iq4nl_levels[b & 0xfu];
-    v[i + 16] = d * iq4nl_levels[b >> 4];
+  iq4_levels(w, v);
+  for (int i = 0; i < 32; i++) {
+    v[i] = d * v[i];
   }
 }
 template <> inline void q_values<QF_IQ4_XS>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
@@ -1585,10 +1584,9 @@ template <> inline void q_values<QF_IQ4_XS>(QRow q, uint i0, constant QMatArgs& 
   const uint ls = ((head.y >> (4 * b)) & 0xfu) | (((head.x >> (16 + 2 * b)) & 3u) << 4);
   const float dl = float(as_type<half>(ushort(head.x & 0xffffu))) * float(int(ls) - 32);
   const uint w[4] = {q0.x, q0.y, q1.x, q1.y};
-  for (int i = 0; i < 16; i++) {
-    const uint x = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
-    v[i] = dl * iq4nl_levels[x & 0xfu];
-    v[i + 16] = dl * iq4nl_levels[x >> 4];
+  iq4_levels(w, v);
+  for (int i = 0; i < 32; i++) {
+    v[i] = dl * v[i];
   }
 }
 template <> inline void q_values<QF_MXFP4>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
