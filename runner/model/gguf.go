@@ -518,7 +518,11 @@ func (s *GGUFSource) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	if dst == src {
 		return src, data, nil
 	}
-	return dst, s.mem.converted(spec, data, src, dst), nil
+	out, err := s.mem.converted(spec, data, src, dst)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: tensor %q %w", s.f.PathOf(info), info.Name, err)
+	}
+	return dst, out, nil
 }
 
 // dequantized returns spec's packed tensor as f32, one copy made once.

@@ -133,13 +133,16 @@ func expertSlot(name string, experts int) (l, m, e int, ok bool) {
 	return l, m, e, m >= 0
 }
 
-// converted returns spec's data of dtype src as a new tensor of dtype dst.
-func (o *owned) converted(spec TensorSpec, data []byte, src, dst bridge.DType) []byte {
+// converted returns spec's data of dtype src as a new tensor of dtype dst;
+// a finite value dst cannot hold is an error (rangeError).
+func (o *owned) converted(spec TensorSpec, data []byte, src, dst bridge.DType) ([]byte, error) {
 	out, fresh := o.place(spec, dst.String(), "", len(data)/src.Size()*dst.Size())
 	if fresh {
-		convert(out, data, src, dst)
+		if v, over := convert(out, data, src, dst); over {
+			return nil, &rangeError{value: v, src: src, dst: dst}
+		}
 	}
-	return out
+	return out, nil
 }
 
 // dequantized returns spec's matrix, p, as f32.

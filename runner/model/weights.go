@@ -457,7 +457,11 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	if dst == src {
 		return src, data, nil
 	}
-	return dst, c.mem.converted(spec, data, src, dst), nil
+	out, err := c.mem.converted(spec, data, src, dst)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: tensor %q %w", c.fileOf(info.Name), info.Name, err)
+	}
+	return dst, out, nil
 }
 
 // resolve finds spec's float tensor (by its stored name, without GPT-2's
@@ -692,7 +696,10 @@ func u32s(b []byte) []uint32 {
 }
 
 // convert re-encodes a little-endian tensor between float dtypes into out.
-func convert(out, data []byte, src, dst bridge.DType) {
+// It returns the first finite value that dst cannot hold (past f16's 65504,
+// or rounded past bf16's largest), which would run as an infinity; ok false
+// when every value fits.
+func convert(out, data []byte, src, dst bridge.DType) (over float32, ok bool) {
 	n := len(data) / src.Size()
 	f := make([]float32, n)
 	for i := range f {
@@ -707,15 +714,36 @@ func convert(out, data []byte, src, dst bridge.DType) {
 	}
 	if dst == bridge.F32 {
 		copy(out, f32Bytes(f))
-		return
+		return 0, false
+	}
+	// An all-ones exponent: an infinity (or NaN) in either half format.
+	inf := uint16(0x7f80)
+	if dst == bridge.F16 {
+		inf = 0x7c00
 	}
 	for i, v := range f {
 		h := half.BF16(v)
 		if dst == bridge.F16 {
 			h = half.F16(v)
 		}
+		if h&inf == inf && !ok && !math.IsInf(float64(v), 0) && !math.IsNaN(float64(v)) {
+			over, ok = v, true
+		}
 		binary.LittleEndian.PutUint16(out[2*i:], h)
 	}
+	return over, ok
+}
+
+// rangeError is a tensor's finite value that the dtype it is converted to
+// cannot hold.
+type rangeError struct {
+	value    float32
+	src, dst bridge.DType
+}
+
+func (e *rangeError) Error() string {
+	return fmt.Sprintf("holds %g, beyond %v's range: in %v it would run as an infinity, and the model's logits as NaN (as stored, %v, or in a dtype of wider range it loads)",
+		e.value, e.dst, e.dst, e.src)
 }
 
 func (c *Checkpoint) sliceInfo(name string, spec TensorSpec, dt bridge.DType) safetensors.TensorInfo {
