@@ -973,7 +973,7 @@ func (c *Config) Validate() error {
 	}
 	if c.RopeScaling != nil {
 		if err := c.RopeScaling.Check(); err != nil {
-			errs = append(errs, err.Error())
+			errs = append(errs, fmt.Sprintf("%s: %v", c.key("rope_scaling"), err))
 		}
 	}
 	if c.RopeFreqFactors != nil {

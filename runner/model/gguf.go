@@ -658,7 +658,11 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 			c.RopeScaling = &kernels.RoPEScaling{Type: "linear", Factor: factor}
 		}
 	case "yarn":
-		c.RopeScaling = ggufYaRN(arch, f, c.MaxPos, num, flt, &errs)
+		// A factor of 0 (or none) is a frequency scale of 1 to llama.cpp's
+		// loader, under which its yarn is plain RoPE.
+		if c.RopeScaling = ggufYaRN(arch, f, c.MaxPos, num, flt, &errs); c.RopeScaling.Factor == 0 {
+			c.RopeScaling = nil
+		}
 	case "", "none":
 	default:
 		errs = append(errs, fmt.Sprintf("rope scaling %q is not supported (none, linear, yarn, or llama3's rope_freqs tensor)", scaling))
@@ -754,7 +758,7 @@ func ggufKeys(f *gguf.File, arch string, c *Config) map[string]string {
 		"max_position_embeddings": "context_length", "n_positions": "context_length",
 		"rms_norm_eps": "attention.layer_norm_rms_epsilon", "layer_norm_epsilon": "attention.layer_norm_epsilon",
 		"rope_theta": "rope.freq_base", "rope_scaling.factor": "rope.scaling.factor",
-		"original_max_position_embeddings": "rope.scaling.original_context_length",
+		"original_max_position_embeddings": "rope.scaling.original_context_length", "rope_scaling": "rope.scaling",
 	} {
 		k[field] = arch + "." + key
 	}

@@ -112,6 +112,13 @@ func TestGGUFScaledContext(t *testing.T) {
 		{"no original", "yarn", []func(*testing.T, []byte){u32("llama.context_length", 40960), drop("rope.scaling.original_context_length")},
 			163840, 40960, "163840 positions (yarn rope scaling: llama.context_length 40960 × factor 4)", ""},
 		{"linear", "linear", nil, 1024, 0, "1024 positions (linear rope scaling: llama.context_length 256 × factor 4)", ""},
+		// As llama.cpp's loader reads it, yarn of no factor (or 0) is a
+		// frequency scale of 1: plain RoPE, over context_length.
+		{"yarn without a factor", "yarn", []func(*testing.T, []byte){drop("rope.scaling.factor")}, 256, 0, "256 positions", ""},
+		{"yarn of factor 0", "yarn", []func(*testing.T, []byte){f32("rope.scaling.factor", 0)}, 256, 0, "256 positions", ""},
+		// A factor no loader reads so is refused naming the key.
+		{"yarn of factor 0.5", "yarn", []func(*testing.T, []byte){f32("rope.scaling.factor", 0.5)},
+			0, 0, "", "llama.rope.scaling: rope scaling factor 0.5 must be a number from 1 to"},
 		{"past the limit", "yarn", []func(*testing.T, []byte){u32("rope.scaling.original_context_length", 32768), f32("rope.scaling.factor", 1024)},
 			0, 0, "", "llama.rope.scaling.factor=1024 states a context of 33554432 positions (yarn rope scaling: llama.rope.scaling.original_context_length 32768 × factor 1024), beyond what mtlbench runs (at most 16777216)"},
 	} {

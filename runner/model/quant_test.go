@@ -485,7 +485,7 @@ func TestBadGGUFRoPE(t *testing.T) {
 		{"linear", func(b []byte) { copy(b[after(b, "rope.scaling.type")+4+8:], "LINEAR") }, `rope scaling "LINEAR" is not supported`, 0},
 		{"linear", func(b []byte) {
 			binary.LittleEndian.PutUint32(b[after(b, "rope.scaling.factor")+4:], math.Float32bits(0.5))
-		}, "rope scaling factor 0.5 must be a number from 1 to", 0},
+		}, "llama.rope.scaling: rope scaling factor 0.5 must be a number from 1 to", 0},
 		{"linear", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope.dimension_count")+4:], 16) }, "rope.dimension_count 16 is not the head size 32", 0},
 		{"yarn", func(b []byte) { copy(b[after(b, "rope.scaling.type")+4+8:], "yarm") }, `rope scaling "yarm" is not supported`, 0},
 		{"yarn", func(b []byte) {
