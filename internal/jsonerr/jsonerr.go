@@ -408,7 +408,9 @@ func UTF8(data []byte) error {
 		}
 		off += n
 	}
-	return fmt.Errorf("not UTF-8 text %s: byte %#02x begins no UTF-8 character, and a JSON file is UTF-8", where(data, int64(off)), data[off])
+	// where counts the characters through off, as a syntax error's offset
+	// does: the bad byte is a column of its own.
+	return fmt.Errorf("not UTF-8 text %s: byte %#02x begins no UTF-8 character, and a JSON file is UTF-8", where(data, int64(off)+1), data[off])
 }
 
 // LoneSurrogate refuses data holding a \u escape of a UTF-16 surrogate

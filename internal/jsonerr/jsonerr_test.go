@@ -112,9 +112,9 @@ func TestUTF8(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{`{"a": "é"}`, ""},
 		{"{\"a\": \"\xef\xbf\xbd\"}", ""}, // U+FFFD itself is text
-		{"{\"a\xff\": 1}", "not UTF-8 text at line 1, column 3: byte 0xff begins no UTF-8 character, and a JSON file is UTF-8"},
-		{"{\n  \"é\": \"\xc3\"}", "not UTF-8 text at line 2, column 8: byte 0xc3 begins no UTF-8 character"},
-		{"\xed\xa0\x80", "not UTF-8 text at line 1, column 0: byte 0xed begins no UTF-8 character"}, // a surrogate's encoding
+		{"{\"a\xff\": 1}", "not UTF-8 text at line 1, column 4: byte 0xff begins no UTF-8 character, and a JSON file is UTF-8"},
+		{"{\n  \"é\": \"\xc3\"}", "not UTF-8 text at line 2, column 9: byte 0xc3 begins no UTF-8 character"},
+		{"\xed\xa0\x80", "not UTF-8 text at line 1, column 1: byte 0xed begins no UTF-8 character"}, // a surrogate's encoding
 	} {
 		err := UTF8([]byte(c.in))
 		switch {

@@ -187,7 +187,7 @@ func TestConfigErrors(t *testing.T) {
 		{`[]`, `config.json: the file is a JSON array, want an object`},
 		// Not UTF-8: transformers' json refuses it; encoding/json would read
 		// U+FFFD.
-		{"{\"architectures\": [\"Llama\xffForCausalLM\"]}", `config.json: not UTF-8 text at line 1, column 25: byte 0xff begins no UTF-8 character`},
+		{"{\"architectures\": [\"Llama\xffForCausalLM\"]}", `config.json: not UTF-8 text at line 1, column 26: byte 0xff begins no UTF-8 character`},
 		// A value of the wrong type is quoted as the file spells it.
 		{`{"architectures": ["LlamaForCausalLM"], "rope_parameters": {"rope_theta": "1e6"}}`, `config.json: rope_parameters.rope_theta "1e6" is not a number`},
 		{`{"architectures": ["LlamaForCausalLM"], "rope_parameters": {"rope_theta": null}}`, `config.json: rope_parameters.rope_theta null is not a number`},

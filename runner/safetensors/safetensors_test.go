@@ -156,7 +156,7 @@ var headerCases = []struct {
 	{"empty header", rawFile(``, 0), []string{"not valid JSON"}},
 	{"not an object", rawFile(`[1, 2]`, 0), []string{"not a JSON object"}},
 	{"trailing junk", rawFile(`{} x`, 0), []string{"trailing data"}},
-	{"bad UTF-8", rawFile("{\"\xff\":1}", 0), []string{"header is not UTF-8 text at line 1, column 2: byte 0xff begins no UTF-8 character"}},
+	{"bad UTF-8", rawFile("{\"\xff\":1}", 0), []string{"header is not UTF-8 text at line 1, column 3: byte 0xff begins no UTF-8 character"}},
 	{"entry not an object", rawFile(`{"w": 5}`, 0), []string{`tensor "w": invalid entry: w is a JSON number, want an object`}},
 	{"missing dtype", rawFile(`{"w":{"shape":[1],"data_offsets":[0,1]}}`, 1), []string{`tensor "w"`, "missing dtype"}},
 	{"missing shape", rawFile(`{"w":{"dtype":"U8","data_offsets":[0,1]}}`, 1), []string{`tensor "w"`, "missing shape"}},
@@ -572,7 +572,7 @@ func TestOpenDirErrors(t *testing.T) {
 		}, []string{IndexName, "not valid JSON"}},
 		{"index not UTF-8", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, IndexName), []byte("{\"weight_map\": {\"w\": \"a\xff.safetensors\"}}"), 0o644)
-		}, []string{IndexName + ": not UTF-8 text at line 1, column 23: byte 0xff begins no UTF-8 character"}},
+		}, []string{IndexName + ": not UTF-8 text at line 1, column 24: byte 0xff begins no UTF-8 character"}},
 		{"index weight_map a list", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, IndexName), []byte(`{"weight_map": [1, 2]}`), 0o644)
 		}, []string{IndexName + ": weight_map is a JSON array, want an object"}},

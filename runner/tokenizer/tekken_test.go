@@ -409,7 +409,7 @@ func TestTekkenBadInput(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, json, want string }{
 		{"not json", `{"config": `, "not a tekken.json: not valid JSON"},
-		{"not UTF-8", "{\"config\": {\"pattern\": \"\xff\"}}", "not a tekken.json: not UTF-8 text at line 1, column 24: byte 0xff begins no UTF-8 character"},
+		{"not UTF-8", "{\"config\": {\"pattern\": \"\xff\"}}", "not a tekken.json: not UTF-8 text at line 1, column 25: byte 0xff begins no UTF-8 character"},
 		{"vocab an object", `{"config": {}, "vocab": {}}`, "not a tekken.json: vocab is a JSON object, want a list"},
 		{"rank a string", entry(3, "rank", "3"), `not a tekken.json: vocab[3].rank is a JSON string ("3"), want a whole number`},
 		{"special rank a string", edit(func(m map[string]any) {

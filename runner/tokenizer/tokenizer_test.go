@@ -81,7 +81,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"not json", `{"model": `, "not a tokenizer.json"},
 		// HF tokenizers refuses it ("stream did not contain valid UTF-8").
-		{"not UTF-8", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\xff\": 0}}}", "not a tokenizer.json: not UTF-8 text at line 1, column 38: byte 0xff begins no UTF-8 character"},
+		{"not UTF-8", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\xff\": 0}}}", "not a tokenizer.json: not UTF-8 text at line 1, column 39: byte 0xff begins no UTF-8 character"},
 		{"a list", `[]`, "not a tokenizer.json: the file is a JSON array, want an object"},
 		{"type a number", `{"model": {"type": 5}}`, "not a tokenizer.json: model.type is a JSON number, want a string"},
 		{"merges an object", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": {"a": 1}}}`, "model.merges is a JSON object, want a list"},
