@@ -312,8 +312,7 @@ func generateCommand() *cli.Command {
 					return fmt.Errorf("decoding the output: %w", err)
 				}
 				if len(unnamed) > 0 {
-					fmt.Fprintf(c.App.ErrWriter, "warning: the tokenizer (%d ids) has no text for %s of the new tokens, shown as %s: %s's vocabulary has %d; is --tokenizer this model's?\n",
-						tok.VocabSize(), idList(unnamed), unnamedToken(unnamed[0]), c.String("model"), e.Config().Vocab)
+					fmt.Fprintln(c.App.ErrWriter, unnamedWarning(tok.VocabSize(), unnamed, c.String("model"), e.Config().Vocab, c.IsSet("tokenizer")))
 				}
 				text = &s
 			}
@@ -564,6 +563,41 @@ func openTokenizer(c *cli.Context) (*tokenizer.Tokenizer, error) {
 // unnamedToken is how the text shows a new token's id that the tokenizer
 // has no text for.
 func unnamedToken(id int32) string { return fmt.Sprintf("[id %d]", id) }
+
+// unnamedWarning is generate's warning of the new tokens unnamed, which a
+// tokenizer of size ids has no text for. Ids past its vocabulary suggest
+// another model's tokenizer; ids within it are tokens it decodes to nothing
+// (a GGUF file's unused or padding tokens, as llama.cpp decodes them, or
+// ids a tokenizer.json's vocab skips), which says nothing of whose it is.
+// given: the tokenizer was named by --tokenizer.
+func unnamedWarning(size int, unnamed []int32, model string, vocab int, given bool) string {
+	var past, within []int32
+	for _, id := range unnamed {
+		if int(id) >= size {
+			past = append(past, id)
+		} else {
+			within = append(within, id)
+		}
+	}
+	var says []string
+	if len(within) > 0 {
+		verb, them := "lie", "them"
+		if len(within) == 1 {
+			verb, them = "lies", "it"
+		}
+		says = append(says, fmt.Sprintf("%s of the new tokens, shown as %s, %s within the tokenizer's %d ids but it has no text for %s (unused or padding tokens, or ids its vocabulary skips)",
+			idList(within), unnamedToken(within[0]), verb, size, them))
+	}
+	if len(past) > 0 {
+		whose := "the tokenizer"
+		if given {
+			whose = "--tokenizer"
+		}
+		says = append(says, fmt.Sprintf("the tokenizer (%d ids) has no text for %s of the new tokens, shown as %s: %s's vocabulary has %d; is %s this model's?",
+			size, idList(past), unnamedToken(past[0]), model, vocab, whose))
+	}
+	return "warning: " + strings.Join(says, "; ")
+}
 
 // idList names ids for a message: "id 5", "ids 5, 9 and 12", the first
 // eight of a longer list and how many more.

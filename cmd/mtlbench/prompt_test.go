@@ -361,3 +361,42 @@ func TestGenerateUnnamedIDsShown(t *testing.T) {
 		})
 	}
 }
+
+// New tokens a tokenizer has no text for are told apart: ids past its
+// vocabulary ask whether it is the model's (naming --tokenizer only where
+// it gave the tokenizer), ids within it are tokens it decodes to nothing
+// (a GGUF file's unused ones, ids a tokenizer.json skips), which say
+// nothing of whose it is.
+func TestUnnamedWarning(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		unnamed []int32
+		given   bool
+		want    string
+	}{
+		{"past, --tokenizer", []int32{9, 12}, true,
+			"warning: the tokenizer (8 ids) has no text for ids 9 and 12 of the new tokens, shown as [id 9]: m's vocabulary has 16; is --tokenizer this model's?"},
+		{"past, the model's own", []int32{9}, false,
+			"warning: the tokenizer (8 ids) has no text for id 9 of the new tokens, shown as [id 9]: m's vocabulary has 16; is the tokenizer this model's?"},
+		{"within", []int32{5, 3}, false,
+			"warning: ids 5 and 3 of the new tokens, shown as [id 5], lie within the tokenizer's 8 ids but it has no text for them (unused or padding tokens, or ids its vocabulary skips)"},
+		{"both", []int32{5, 9}, true,
+			"warning: id 5 of the new tokens, shown as [id 5], lies within the tokenizer's 8 ids but it has no text for it (unused or padding tokens, or ids its vocabulary skips); " +
+				"the tokenizer (8 ids) has no text for id 9 of the new tokens, shown as [id 9]: m's vocabulary has 16; is --tokenizer this model's?"},
+	} {
+		if got := unnamedWarning(8, c.unnamed, "m", 16, c.given); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+	}
+	// End to end: a tokenizer.json as large as the model's vocabulary that
+	// skips most ids.
+	gap := filepath.Join(t.TempDir(), "tokenizer.json")
+	os.WriteFile(gap, []byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "z": 8191}, "merges": ["a b"]}}`), 0o644)
+	_, stderr, err := mtl(t, "generate", "-m", "qwen3-moe-mini", "--layers", "1", "--backend", "cpu", "-n", "6", "--prompt", "abba", "--tokenizer", gap)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "lie within the tokenizer's 8192 ids but it has no text for them") || strings.Contains(stderr, "this model's?") {
+		t.Errorf("ids within the tokenizer's vocabulary, warned as:\n%s", stderr)
+	}
+}
