@@ -136,7 +136,7 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 		{[]string{"models", "--backend", "metl"}, `--backend "metl": want cpu, metal, metal-emu or cuda (did you mean "metal"?)`},
 		{[]string{"models", "--backend", "auto"}, `--backend "auto": want cpu, metal, metal-emu or cuda`},
 		// models takes checkpoints as arguments: no --model to give.
-		{[]string{"models", "../../runner/testdata/gguf"}, ".gguf: give the file itself, ../../runner/testdata/gguf/"},
+		{[]string{"models", "../../runner/testdata/gguf"}, "GGUF files (llama-iq4_nl.gguf, llama-q4_0.gguf, llama-q4_1.gguf and "},
 	} {
 		if _, _, err := mtl(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: got %v, want an error with %q", c.args, err, c.want)

@@ -361,6 +361,15 @@ func TestWeightsOfAnotherFormatNamed(t *testing.T) {
 		{[]string{"tf_model.h5"}, "its weights are tf_model.h5, in TensorFlow's format, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
 		{[]string{"weights.npz"}, "its weights are weights.npz, in NumPy's format, as early mlx-examples conversions saved it, which mtlbench does not read (it reads safetensors, as save_pretrained writes them by default, and GGUF files)"},
 		{[]string{"Qwen3-0.6B-Q8_0.gguf", "pytorch_model.bin"}, "it holds Qwen3-0.6B-Q8_0.gguf: give the file itself, DIR/Qwen3-0.6B-Q8_0.gguf"},
+		// A repository of a model's quantizations: the folder does not say
+		// which to run, so none is named as if it were its one file; one
+		// split file's parts are one file, opened by its first.
+		{[]string{"Qwen3-0.6B-BF16.gguf", "Qwen3-0.6B-Q4_K_M.gguf", "Qwen3-0.6B-Q8_0.gguf"},
+			"it holds 3 GGUF files (Qwen3-0.6B-BF16.gguf, Qwen3-0.6B-Q4_K_M.gguf and Qwen3-0.6B-Q8_0.gguf): give the one to run itself, such as DIR/Qwen3-0.6B-BF16.gguf"},
+		{[]string{"a.gguf", "b.gguf", "c.gguf", "d.gguf", "e.gguf"}, "it holds 5 GGUF files (a.gguf, b.gguf, c.gguf and 2 more): give the one to run itself, such as DIR/a.gguf"},
+		{[]string{"Q-00001-of-00002.gguf", "Q-00002-of-00002.gguf"}, "it holds Q-00001-of-00002.gguf: give the file itself, DIR/Q-00001-of-00002.gguf"},
+		{[]string{"Q-00001-of-00002.gguf", "Q-00002-of-00002.gguf", "R-00001-of-00002.gguf"},
+			"it holds 3 GGUF files (Q-00001-of-00002.gguf, Q-00002-of-00002.gguf and R-00001-of-00002.gguf): give the one to run itself, such as DIR/Q-00001-of-00002.gguf"},
 		// Files no loader takes for weights leave it a configuration alone.
 		{[]string{"training_args.bin", "tokenizer.json"}, "the folder holds the model's configuration alone (seeded weights of its architecture run with bench's --synthetic, a suite's weights: synthetic)"},
 	} {

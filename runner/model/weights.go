@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -916,7 +917,7 @@ var otherFormats = []struct{ pattern, format string }{
 func folderHolds(dir string, hasConfig bool) string {
 	// A folder holding a GGUF file is a common slip for the file itself.
 	if ggufs, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(ggufs) > 0 {
-		return fmt.Sprintf("it holds %s: give the file itself, %s", filepath.Base(ggufs[0]), ggufs[0])
+		return ggufsHeld(ggufs)
 	}
 	if !hasConfig {
 		if snap := hubSnapshot(dir); snap != "" {
@@ -943,6 +944,44 @@ func folderHolds(dir string, hasConfig bool) string {
 		return suites.FolderHint(dir)
 	}
 	return ""
+}
+
+// ggufsHeld names the GGUF files a folder holds, to be given instead of the
+// folder: the one file, or the first part of one split file (any part opens
+// them all); where they are several models (a repository of one model's
+// quantizations), the folder does not say which to run, and they are
+// counted, not one of them named as if it were the folder's.
+func ggufsHeld(ggufs []string) string {
+	if len(ggufs) == 1 || oneSplitFile(ggufs) {
+		return fmt.Sprintf("it holds %s: give the file itself, %s", filepath.Base(ggufs[0]), ggufs[0])
+	}
+	const most = 3
+	names := make([]string, 0, most+1)
+	for i, p := range ggufs {
+		if i == most {
+			names = append(names, fmt.Sprintf("%d more", len(ggufs)-most))
+			break
+		}
+		names = append(names, filepath.Base(p))
+	}
+	list := strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	return fmt.Sprintf("it holds %d GGUF files (%s): give the one to run itself, such as %s", len(ggufs), list, ggufs[0])
+}
+
+// ggufPart is a split GGUF file's part as gguf-split names it.
+var ggufPart = regexp.MustCompile(`^(.*)-[0-9]{5}-of-([0-9]{5})\.gguf$`)
+
+// oneSplitFile reports whether paths are all parts of one split GGUF file.
+func oneSplitFile(paths []string) bool {
+	var first []string
+	for _, p := range paths {
+		m := ggufPart.FindStringSubmatch(filepath.Base(p))
+		if m == nil || first != nil && (m[1] != first[1] || m[2] != first[2]) {
+			return false
+		}
+		first = m
+	}
+	return true
 }
 
 // fileCount names files found: the one, or how many and the first.
