@@ -32,6 +32,13 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if count <= 1 {
+		// A part whose split.count was made 1 (a part of a split file, its
+		// keys edited) would be read as the whole model, its missing
+		// tensors then named one by one with no word of why.
+		if err := checkTensorCount(f, 1); err != nil {
+			f.Close()
+			return nil, err
+		}
 		return f, nil
 	}
 	names, err := partNames(path, no, count)
@@ -150,13 +157,28 @@ func joinParts(path string, names []string, parts []*File) (*File, error) {
 			f.Tensors = append(f.Tensors, t)
 		}
 	}
-	want, ok, err := splitInt(f, "split.tensors.count", 0, 1<<62)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
-	}
-	if ok && int(want) != len(f.Tensors) {
-		return nil, fmt.Errorf("%s: split.tensors.count is %d, but the %d parts hold %d tensors", f.Path, want, count, len(f.Tensors))
+	if err := checkTensorCount(f, count); err != nil {
+		return nil, err
 	}
 	f.more, f.Parts = parts[1:], names
 	return f, nil
+}
+
+// checkTensorCount holds f, of count parts joined, to its split.tensors.count
+// where it has one.
+func checkTensorCount(f *File, count int) error {
+	want, ok, err := splitInt(f, "split.tensors.count", 0, 1<<62)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", f.Path, err)
+	case !ok || int(want) == len(f.Tensors):
+		return nil
+	case count == 1:
+		held := fmt.Sprintf("%d tensors", len(f.Tensors))
+		if len(f.Tensors) == 1 {
+			held = "1 tensor"
+		}
+		return fmt.Errorf("%s: split.tensors.count is %d, but the file holds %s: a part of a split file whose split.count says it is whole?", f.Path, want, held)
+	}
+	return fmt.Errorf("%s: split.tensors.count is %d, but the %d parts hold %d tensors", f.Path, want, count, len(f.Tensors))
 }

@@ -131,6 +131,9 @@ func TestBadSplit(t *testing.T) {
 		{"a count that disagrees", func() [][]byte {
 			return [][]byte{splitPart(0, 3, 5, "a"), splitPart(1, 3, 5, "b"), splitPart(2, 3, 5, "c")}
 		}, nil, "split.tensors.count is 5, but the 3 parts hold 3 tensors"},
+		{"a whole file short of its count", func() [][]byte {
+			return [][]byte{splitPart(0, 1, 3, "a")}
+		}, nil, "model-00001-of-00001.gguf: split.tensors.count is 3, but the file holds 1 tensor: a part of a split file whose split.count says it is whole?"},
 		{"split.no past the count", func() [][]byte {
 			g := good()
 			g[0] = splitPart(7, 3, 3, "a")
