@@ -869,6 +869,9 @@ func (c *Config) Validate() error {
 	var errs []string
 	bad := map[string]bool{}
 	pos := func(v int, field string) {
+		if bad[field] {
+			return // named already
+		}
 		for _, f := range c.derived[field] {
 			if bad[f] {
 				return // the field it follows from is named already
@@ -889,12 +892,25 @@ func (c *Config) Validate() error {
 	pos(c.Layers, "num_hidden_layers")
 	pos(c.Heads, "num_attention_heads")
 	pos(c.KVHeads, "num_key_value_heads")
+	// A head size the file leaves out is the hidden size over the heads
+	// (transformers' and llama.cpp's floor division): its errors name the
+	// keys it is taken from, not one the file does not hold.
+	headDim := func(v int) string { return fmt.Sprintf("%s=%d", c.key("head_dim"), v) }
+	if from := c.derived["head_dim"]; len(from) == 2 && !bad[from[0]] && !bad[from[1]] {
+		headDim = func(v int) string {
+			return fmt.Sprintf("the head size %d (%s=%d / %s=%d, with no %s)", v, c.key(from[0]), c.Hidden, c.key(from[1]), c.Heads, c.key("head_dim"))
+		}
+		if c.HeadDim <= 0 {
+			errs = append(errs, headDim(c.HeadDim)+" must be positive")
+			bad["head_dim"] = true
+		}
+	}
 	pos(c.HeadDim, "head_dim")
 	if c.Heads > 0 && c.KVHeads > 0 && c.Heads%c.KVHeads != 0 {
 		errs = append(errs, fmt.Sprintf("%s=%d is not a multiple of %s=%d", c.key("num_attention_heads"), c.Heads, c.key("num_key_value_heads"), c.KVHeads))
 	}
 	if c.HeadDim%2 != 0 && !c.LearnedPositions() {
-		errs = append(errs, fmt.Sprintf("%s=%d must be even for RoPE", c.key("head_dim"), c.HeadDim))
+		errs = append(errs, headDim(c.HeadDim)+" must be even for RoPE")
 	}
 	// GPT-2's fused c_attn is three hidden-wide blocks, split into the heads:
 	// a GGUF file states heads and head size apart, so they must agree.

@@ -615,6 +615,9 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	if c.Heads > 0 {
 		c.HeadDim = num("attention.key_length", c.Hidden/c.Heads, false)
 	}
+	if _, ok := f.KV[arch+".attention.key_length"]; !ok {
+		c.derive("head_dim", "hidden_size", "num_attention_heads")
+	}
 	// With no head count there is no key length to hold it to (that error
 	// is the head count's).
 	if v := num("attention.value_length", c.HeadDim, false); c.HeadDim > 0 && v != c.HeadDim {
