@@ -144,10 +144,18 @@ func ExplainAt(err error, data []byte, path string) error {
 			// not utf-8-sig) and serde_json refuse the mark too.
 			return fmt.Errorf("not valid JSON%s: the text starts with a byte order mark (EF BB BF), which a JSON file does not hold: save it without one", in)
 		}
+		// encoding/json's own bound, which it words as a bad character:
+		// the '[' or '{' it stops on is where the nesting passes it.
+		if strings.HasSuffix(se.Error(), "exceeded max depth") {
+			return fmt.Errorf("not valid JSON%s %s: lists and objects nest deeper than %d levels, past what any JSON reader of model files takes", in, where(data, se.Offset), goDepth)
+		}
 		return fmt.Errorf("not valid JSON%s %s: %s", in, where(data, se.Offset), se.Error())
 	}
 	return err
 }
+
+// goDepth is encoding/json's deepest nesting (its scanner's maxNestingDepth).
+const goDepth = 10000
 
 // CutShort is how every reader words a text that ends inside a JSON value
 // (a copy that stopped, a run interrupted): one wording whether the value

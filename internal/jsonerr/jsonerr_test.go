@@ -162,6 +162,11 @@ func TestExplainFile(t *testing.T) {
 		{"{\"rms_norm_eps\": 1e999}", `rms_norm_eps is 1e999, beyond a 64-bit float's range (at line 1, column 18)`},
 		{"[]", `the file is a JSON array, want an object (at line 1, column 1)`},
 		{"{\"a\": x}", `not valid JSON at line 1, column 7: invalid character 'x' looking for beginning of value`},
+		// encoding/json's nesting bound is named as what it is, where the
+		// list past it opens (the object is the first level), not as a bad
+		// character.
+		{"{\"a\": " + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + "}",
+			"not valid JSON at line 1, column 10006: lists and objects nest deeper than 10000 levels, past what any JSON reader of model files takes"},
 	} {
 		var cfg config
 		err := ExplainFile(json.Unmarshal([]byte(c.in), &cfg), []byte(c.in))
