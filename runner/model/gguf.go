@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/gguf"
@@ -547,7 +548,7 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	arch := av.Str
 	hf, ok := ggufArchs[arch]
 	if !ok {
-		return nil, bad("architecture %q is not supported (llama, qwen2, qwen3, qwen3moe, gpt2)", arch)
+		return nil, bad("architecture %s is not supported (llama, qwen2, qwen3, qwen3moe, gpt2)", clip.Quote(arch))
 	}
 	var errs []string
 	num := func(key string, def int, need bool) int {
@@ -668,7 +669,7 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		}
 	case "", "none":
 	default:
-		errs = append(errs, fmt.Sprintf("rope scaling %q is not supported (none, linear, yarn, or llama3's rope_freqs tensor)", scaling))
+		errs = append(errs, fmt.Sprintf("rope scaling %s is not supported (none, linear, yarn, or llama3's rope_freqs tensor)", clip.Quote(scaling)))
 	}
 	if t, ok := f.Tensor("rope_freqs.weight"); ok && arch == "llama" {
 		if t.Type != gguf.F32 || len(t.Dims) != 1 {

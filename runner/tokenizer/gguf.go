@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/runner/gguf"
 )
 
@@ -218,9 +219,9 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	switch model.Str {
 	case "llama", "gpt2":
 	case "none", "no_vocab":
-		return nil, fmt.Errorf("tokenizer.ggml.model %q: the file carries %w", model.Str, ErrNoTokenizer)
+		return nil, fmt.Errorf("tokenizer.ggml.model %s: the file carries %w", clip.Quote(model.Str), ErrNoTokenizer)
 	default:
-		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (llama: SentencePiece BPE, gpt2: byte-level BPE)", model.Str)
+		return nil, fmt.Errorf("tokenizer.ggml.model %s is not supported (llama: SentencePiece BPE, gpt2: byte-level BPE)", clip.Quote(model.Str))
 	}
 	// The count before the strings: a file may claim millions of empty ones.
 	if v := f.KV["tokenizer.ggml.tokens"]; v.Type == gguf.Array && (v.Len == 0 || v.Len > MaxVocab) {
@@ -248,7 +249,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		}
 		for i, ty := range types {
 			if ty < 0 || ty > ggufByte {
-				return nil, fmt.Errorf("tokenizer.ggml.token_type[%d] (token %q) is %g, not a token type (0 to %d)", i, tokens[i], ty, ggufByte)
+				return nil, fmt.Errorf("tokenizer.ggml.token_type[%d] (token %s) is %g, not a token type (0 to %d)", i, clip.Quote(tokens[i]), ty, ggufByte)
 			}
 		}
 	}
@@ -262,7 +263,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		// Which id the text would be found as is not the file's to leave
 		// open: llama.cpp refuses such a vocabulary.
 		if j, dup := t.vocab[tok]; dup {
-			return nil, fmt.Errorf("tokenizer.ggml.tokens[%d] %s is also token %d: a vocabulary holding a token twice is refused, as llama.cpp refuses it", i, quoteShort(tok), j)
+			return nil, fmt.Errorf("tokenizer.ggml.tokens[%d] %s is also token %d: a vocabulary holding a token twice is refused, as llama.cpp refuses it", i, clip.Quote(tok), j)
 		}
 		t.vocab[tok], t.pieces[int32(i)], texts[i] = int32(i), tok, tok
 	}
@@ -352,7 +353,7 @@ func (t *Tokenizer) readSentencePiece(f *gguf.File) error {
 	distinct := map[float64]bool{}
 	for i, s := range scores {
 		if math.IsNaN(s) {
-			return fmt.Errorf("tokenizer.ggml.scores[%d] (token %q) is NaN", i, t.pieces[int32(i)])
+			return fmt.Errorf("tokenizer.ggml.scores[%d] (token %s) is NaN", i, clip.Quote(t.pieces[int32(i)]))
 		}
 		distinct[s] = true
 	}
@@ -409,10 +410,10 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 	}
 	pre, ok := ggufPres[name]
 	if why, known := ggufPresRefused[name]; !ok && known {
-		return pre, fmt.Errorf("tokenizer.ggml.pre %q is llama.cpp's, but its split is not implemented here (%s)", name, why)
+		return pre, fmt.Errorf("tokenizer.ggml.pre %s is llama.cpp's, but its split is not implemented here (%s)", clip.Quote(name), why)
 	}
 	if !ok {
-		return pre, fmt.Errorf("tokenizer.ggml.pre %q is not supported (%s)", name, strings.Join(PreTokenizersRead(), ", "))
+		return pre, fmt.Errorf("tokenizer.ggml.pre %s is not supported (%s)", clip.Quote(name), strings.Join(PreTokenizersRead(), ", "))
 	}
 	merges, err := f.Strings("tokenizer.ggml.merges", maxMerges)
 	if err != nil {
@@ -423,7 +424,7 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 		// first space after the first byte.
 		cut := strings.IndexByte(m[min(1, len(m)):], ' ')
 		if cut < 0 {
-			return pre, fmt.Errorf("tokenizer.ggml.merges[%d] %q: want two pieces separated by a space", i, m)
+			return pre, fmt.Errorf("tokenizer.ggml.merges[%d] %s: want two pieces separated by a space", i, clip.Quote(m))
 		}
 		cut += min(1, len(m))
 		pair := [2]string{m[:cut], m[cut+1:]}
@@ -431,7 +432,7 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 		// converter writes only merges HF tokenizers accepted.
 		for _, p := range []string{pair[0], pair[1], pair[0] + pair[1]} {
 			if _, ok := t.vocab[p]; !ok {
-				return pre, fmt.Errorf("tokenizer.ggml.merges[%d] %s: %s is not in tokenizer.ggml.tokens", i, quoteShort(m), quoteShort(p))
+				return pre, fmt.Errorf("tokenizer.ggml.merges[%d] %s: %s is not in tokenizer.ggml.tokens", i, clip.Quote(m), clip.Quote(p))
 			}
 		}
 		if _, dup := t.ranks[pair]; !dup {
@@ -453,7 +454,7 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 	}
 	parts = append(parts, map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false})
 	if t.preTok, err = readPreTokenizers(sequence("pretokenizers", parts)); err != nil {
-		return pre, fmt.Errorf("tokenizer.ggml.pre %q: %w", name, err)
+		return pre, fmt.Errorf("tokenizer.ggml.pre %s: %w", clip.Quote(name), err)
 	}
 	t.decode, err = readDecoders(json.RawMessage(`{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false}`))
 	return pre, err

@@ -17,6 +17,7 @@ import (
 	"github.com/dlclark/regexp2"
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 )
 
@@ -248,7 +249,7 @@ func (p pattern) compile() (*regexp2.Regexp, string, error) {
 		return nil, *p.String, nil
 	case p.Regex != nil:
 		if len(*p.Regex) > maxRegex {
-			return nil, "", fmt.Errorf("regex %s is %d bytes, more than the %d a tokenizer's pattern may take", quoteShort(*p.Regex), len(*p.Regex), maxRegex)
+			return nil, "", fmt.Errorf("regex %s is %d bytes, more than the %d a tokenizer's pattern may take", clip.Quote(*p.Regex), len(*p.Regex), maxRegex)
 		}
 		src := *p.Regex
 		if l, ok := linearForms[src]; ok {
@@ -256,7 +257,7 @@ func (p pattern) compile() (*regexp2.Regexp, string, error) {
 		}
 		re, err := regexp2.Compile(src, regexp2.None)
 		if err != nil {
-			return nil, "", fmt.Errorf("regex %s: %v", quoteShort(*p.Regex), err)
+			return nil, "", fmt.Errorf("regex %s: %v", clip.Quote(*p.Regex), err)
 		}
 		re.MatchTimeout = matchTimeout
 		return re, "", nil
@@ -273,7 +274,7 @@ func (p pattern) compileSplit() (*regexp2.Regexp, error) {
 	}
 	re, err = regexp2.Compile(regexp2.Escape(lit), regexp2.None)
 	if err != nil {
-		return nil, fmt.Errorf("pattern %q: %v", lit, err)
+		return nil, fmt.Errorf("pattern %s: %v", clip.Quote(lit), err)
 	}
 	re.MatchTimeout = matchTimeout
 	return re, nil
@@ -364,7 +365,7 @@ func readReplace(p part) (replace, error) {
 func (r replace) grown(s string, limit int) (string, error) {
 	if d := len(r.to) - len(r.from); d > 0 {
 		if n := len(s) + strings.Count(s, r.from)*d; n > limit {
-			return "", fmt.Errorf("Replace %s with %s: %w", quoteShort(r.from), quoteShort(r.to), errGrowth)
+			return "", fmt.Errorf("Replace %s with %s: %w", clip.Quote(r.from), clip.Quote(r.to), errGrowth)
 		}
 	}
 	return r.apply(s), nil
@@ -378,17 +379,6 @@ func rawShort(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(string(raw[:most-3]), ""), len(raw))
-}
-
-// quoteShort quotes s for an error, its middle cut when it is long: the
-// error has to stay one readable line.
-func quoteShort(s string) string {
-	const most = 40
-	r := []rune(s)
-	if len(r) <= most {
-		return strconv.Quote(s)
-	}
-	return fmt.Sprintf("%s (%d characters)", strconv.Quote(string(r[:most-3])+"..."), len(r))
 }
 
 // normalizer rewrites a stretch of text; limit is the most bytes it may
@@ -460,7 +450,7 @@ func readNormalizers(raw json.RawMessage) (out []normalizer, err error) {
 			case p.Type == "":
 				return nil, fmt.Errorf("it has no \"type\", and its fields are none of the normalizers HF tokenizers reads without one (BertNormalizer, Strip, Sequence, Precompiled, Replace, Prepend)")
 			}
-			return nil, fmt.Errorf("%q is not supported %s", p.Type, supported)
+			return nil, fmt.Errorf("%s is not supported %s", clip.Quote(p.Type), supported)
 		}
 	}
 	return out, nil
@@ -692,14 +682,14 @@ type metaspaceFields struct {
 func (v metaspaceFields) read() (repl rune, scheme string, err error) {
 	repl, n := utf8.DecodeRuneInString(v.Replacement)
 	if n == 0 || n != len(v.Replacement) {
-		return 0, "", fmt.Errorf("Metaspace replacement %q: want one character", v.Replacement)
+		return 0, "", fmt.Errorf("Metaspace replacement %s: want one character", clip.Quote(v.Replacement))
 	}
 	scheme = "always"
 	if v.PrependScheme != nil {
 		scheme = *v.PrependScheme
 	}
 	if scheme != "always" && scheme != "first" && scheme != "never" {
-		return 0, "", fmt.Errorf("Metaspace prepend_scheme %q: want always, first or never", scheme)
+		return 0, "", fmt.Errorf("Metaspace prepend_scheme %s: want always, first or never", clip.Quote(scheme))
 	}
 	if v.AddPrefixSpace != nil && !*v.AddPrefixSpace && scheme != "never" {
 		return 0, "", fmt.Errorf("Metaspace add_prefix_space false with prepend_scheme %s: HF tokenizers refuses it (false goes with never)", scheme)
@@ -786,7 +776,7 @@ func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 			}
 			b, ok := splitBehaviors[v.Behavior]
 			if !ok {
-				return nil, fmt.Errorf("Split behavior %q is not one of HF's (Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous)", v.Behavior)
+				return nil, fmt.Errorf("Split behavior %s is not one of HF's (Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous)", clip.Quote(v.Behavior))
 			}
 			out = append(out, splitPre{re: re, behavior: b, invert: v.Invert})
 		case "ByteLevel":
@@ -826,7 +816,7 @@ func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 				// so its untagged fallback takes no object.
 				return nil, errors.New(`it has no "type": HF tokenizers reads no pre-tokenizer without one`)
 			}
-			return nil, fmt.Errorf("%q is not supported (Split, ByteLevel, Metaspace, Digits, Sequence)", p.Type)
+			return nil, fmt.Errorf("%s is not supported (Split, ByteLevel, Metaspace, Digits, Sequence)", clip.Quote(p.Type))
 		}
 	}
 	return out, nil
@@ -857,13 +847,13 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 	idOf := func(tok string, id *int) (int32, error) {
 		if id != nil {
 			if _, ok := t.pieces[int32(*id)]; !ok || *id < 0 || *id >= MaxVocab {
-				return 0, fmt.Errorf("special token %q has id %d, outside the vocabulary", tok, *id)
+				return 0, fmt.Errorf("special token %s has id %d, outside the vocabulary", clip.Quote(tok), *id)
 			}
 			return int32(*id), nil
 		}
 		v, ok := t.vocab[tok]
 		if !ok {
-			return 0, fmt.Errorf("special token %q is not in the vocabulary", tok)
+			return 0, fmt.Errorf("special token %s is not in the vocabulary", clip.Quote(tok))
 		}
 		return v, nil
 	}
@@ -897,7 +887,7 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 				}
 				// HF's Sequence is an enum of A and B, the two texts.
 				if it.Sequence != nil && it.Sequence.ID != "A" && it.Sequence.ID != "B" {
-					return nil, nil, fmt.Errorf("TemplateProcessing %s[%d]: Sequence id %s, want A or B", key, i, quoteShort(it.Sequence.ID))
+					return nil, nil, fmt.Errorf("TemplateProcessing %s[%d]: Sequence id %s, want A or B", key, i, clip.Quote(it.Sequence.ID))
 				}
 			}
 			seen := false
@@ -911,11 +901,11 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 				case it.SpecialToken != nil:
 					st, ok := v.SpecialTokens[it.SpecialToken.ID]
 					if !ok {
-						return nil, nil, fmt.Errorf("TemplateProcessing: special token %q has no ids", it.SpecialToken.ID)
+						return nil, nil, fmt.Errorf("TemplateProcessing: special token %s has no ids", clip.Quote(it.SpecialToken.ID))
 					}
 					for _, id := range st.IDs {
 						if _, ok := t.pieces[int32(id)]; !ok || id < 0 || id >= MaxVocab {
-							return nil, nil, fmt.Errorf("TemplateProcessing: special token %q has id %d, outside the vocabulary", it.SpecialToken.ID, id)
+							return nil, nil, fmt.Errorf("TemplateProcessing: special token %s has id %d, outside the vocabulary", clip.Quote(it.SpecialToken.ID), id)
 						}
 						if seen {
 							suffix = append(suffix, int32(id))
@@ -957,7 +947,7 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 				}
 			}
 		default:
-			return nil, nil, fmt.Errorf("%q is not supported (TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence)", p.Type)
+			return nil, nil, fmt.Errorf("%s is not supported (TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence)", clip.Quote(p.Type))
 		}
 	}
 	return prefix, suffix, nil
@@ -1019,7 +1009,7 @@ func readDecoders(raw json.RawMessage) (out []decoder, err error) {
 			}
 			c, n := utf8.DecodeRuneInString(v.Content)
 			if n == 0 || n != len(v.Content) {
-				return nil, fmt.Errorf("Strip content %q: want one character", v.Content)
+				return nil, fmt.Errorf("Strip content %s: want one character", clip.Quote(v.Content))
 			}
 			out = append(out, perToken(func(_ int, s string) string {
 				r := []rune(s)
@@ -1055,7 +1045,7 @@ func readDecoders(raw json.RawMessage) (out []decoder, err error) {
 				return b.String()
 			}))
 		default:
-			return nil, fmt.Errorf("%q is not supported (ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace, Sequence)", p.Type)
+			return nil, fmt.Errorf("%s is not supported (ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace, Sequence)", clip.Quote(p.Type))
 		}
 	}
 	return out, nil

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
 )
@@ -124,7 +125,7 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 	}
 	version := *c.Version
 	if !slices.Contains(tekkenVersions, version) {
-		return nil, fmt.Errorf("config.version %s is not a version mistral-common reads (%s)", quoteShort(version), strings.Join(tekkenVersions, ", "))
+		return nil, fmt.Errorf("config.version %s is not a version mistral-common reads (%s)", clip.Quote(version), strings.Join(tekkenVersions, ", "))
 	}
 	for _, k := range []struct {
 		name string
@@ -172,14 +173,14 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 		}
 		b, err := base64.StdEncoding.DecodeString(*e.TokenBytes)
 		if err != nil {
-			return nil, fmt.Errorf("%s: token_bytes %s is not base64: %v", where(), quoteShort(*e.TokenBytes), err)
+			return nil, fmt.Errorf("%s: token_bytes %s is not base64: %v", where(), clip.Quote(*e.TokenBytes), err)
 		}
 		if r < 256 && (len(b) != 1 || b[0] != byte(r)) {
-			return nil, fmt.Errorf("%s: token_bytes %s, where the first 256 ranks are the single bytes in order (rank %d is the byte 0x%02X)", where(), quoteShort(*e.TokenBytes), r, r)
+			return nil, fmt.Errorf("%s: token_bytes %s, where the first 256 ranks are the single bytes in order (rank %d is the byte 0x%02X)", where(), clip.Quote(*e.TokenBytes), r, r)
 		}
 		piece := byteLevel(b)
 		if prev, dup := t.pieceRanks[piece]; dup {
-			return nil, fmt.Errorf("%s: token_bytes %s is also vocab[%d]'s", where(), quoteShort(*e.TokenBytes), prev)
+			return nil, fmt.Errorf("%s: token_bytes %s is also vocab[%d]'s", where(), clip.Quote(*e.TokenBytes), prev)
 		}
 		id := int32(r + n)
 		t.pieceRanks[piece], t.vocab[piece], t.pieces[id] = r, id, piece
@@ -221,7 +222,7 @@ func tekkenSpecials(f tekkenJSON, version string, n int) ([]string, error) {
 				return nil, fmt.Errorf("%s: rank and token_str are required", where)
 			}
 			if *s.Rank != int64(i) {
-				return nil, fmt.Errorf("%s %s has rank %d: the ranks must run 0, 1, 2, ... in the list's order", where, quoteShort(*s.TokenStr), *s.Rank)
+				return nil, fmt.Errorf("%s %s has rank %d: the ranks must run 0, 1, 2, ... in the list's order", where, clip.Quote(*s.TokenStr), *s.Rank)
 			}
 			specials = append(specials, *s.TokenStr)
 		}
@@ -235,7 +236,7 @@ func tekkenSpecials(f tekkenJSON, version string, n int) ([]string, error) {
 	seen := make(map[string]int, n)
 	for i, s := range specials {
 		if j, dup := seen[s]; dup {
-			return nil, fmt.Errorf("special token %d %s is also special token %d: each special token's text is one token's", i, quoteShort(s), j)
+			return nil, fmt.Errorf("special token %d %s is also special token %d: each special token's text is one token's", i, clip.Quote(s), j)
 		}
 		seen[s] = i
 	}

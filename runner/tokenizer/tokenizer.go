@@ -22,6 +22,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
 	"github.com/mtlbench/mtlbench/internal/readfile"
@@ -271,7 +272,7 @@ type addedTokenFields struct {
 func (a addedTokenJSON) fields(i int) (addedTokenFields, error) {
 	where := fmt.Sprintf("added_tokens[%d]", i)
 	if a.Content != nil {
-		where += " " + quoteShort(*a.Content)
+		where += " " + clip.Quote(*a.Content)
 	}
 	missing := func(name string) (addedTokenFields, error) {
 		return addedTokenFields{}, fmt.Errorf("%s: %q is missing or null (HF tokenizers requires all of an added token's fields: id, content, single_word, lstrip, rstrip, normalized, special)", where, name)
@@ -395,7 +396,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", terr)
 	}
 	if typ != "BPE" {
-		return nil, fmt.Errorf("model type %q is not supported (BPE)", typ)
+		return nil, fmt.Errorf("model type %s is not supported (BPE)", clip.Quote(typ))
 	}
 	if err := cmp.Or(jsonerr.LoneSurrogate(data), jsonerr.Nesting(data, jsonerr.SerdeDepth)); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w (HF tokenizers refuses it)", err)
@@ -411,7 +412,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	m := f.Model
 	for name, v := range map[string]*string{"continuing_subword_prefix": m.ContinuingSubwordPrefix, "end_of_word_suffix": m.EndOfWordSuffix} {
 		if v != nil && *v != "" {
-			return nil, fmt.Errorf("model.%s %q is not supported", name, *v)
+			return nil, fmt.Errorf("model.%s %s is not supported", name, clip.Quote(*v))
 		}
 	}
 	if m.Dropout != nil && *m.Dropout != 0 {
@@ -423,7 +424,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	maxID := -1
 	put := func(piece string, id int, where string) error {
 		if id < 0 || id >= MaxVocab {
-			return fmt.Errorf("%s: token %q has id %d, outside 0..%d", where, piece, id, MaxVocab-1)
+			return fmt.Errorf("%s: token %s has id %d, outside 0..%d", where, clip.Quote(piece), id, MaxVocab-1)
 		}
 		t.vocab[piece] = int32(id)
 		maxID = max(maxID, id)
@@ -475,7 +476,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 			if !known {
 				why = fmt.Sprintf("the next after the vocab's %d tokens and the added tokens before it", len(m.Vocab))
 			}
-			return nil, fmt.Errorf("added_tokens[%d] %q has id %d, where HF tokenizers gives it %d (%s): the file's ids disagree", i, a.Content, a.ID, hf, why)
+			return nil, fmt.Errorf("added_tokens[%d] %s has id %d, where HF tokenizers gives it %d (%s): the file's ids disagree", i, clip.Quote(a.Content), a.ID, hf, why)
 		}
 		if err := put(a.Content, a.ID, fmt.Sprintf("added_tokens[%d]", i)); err != nil {
 			return nil, err
@@ -510,7 +511,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		// fails on a text that needs it where only an added token has it.
 		id, ok := m.Vocab[*m.UnkToken]
 		if !ok {
-			return nil, fmt.Errorf("model.unk_token %q is not in model.vocab (an added token of that text does not serve: HF's BPE model fails on a text that needs it)", *m.UnkToken)
+			return nil, fmt.Errorf("model.unk_token %s is not in model.vocab (an added token of that text does not serve: HF's BPE model fails on a text that needs it)", clip.Quote(*m.UnkToken))
 		}
 		t.unk = int32(id)
 	}
@@ -539,7 +540,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	found := normed[:0]
 	for _, a := range normed {
 		if a.content, err = norm(a.content); err != nil {
-			return nil, fmt.Errorf("added token %s: %w", quoteShort(t.pieces[a.id]), err)
+			return nil, fmt.Errorf("added token %s: %w", clip.Quote(t.pieces[a.id]), err)
 		}
 		if a.content != "" {
 			found = append(found, a)
@@ -555,7 +556,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 		n, err := norm(a.content)
 		if err != nil {
-			return nil, fmt.Errorf("added token %s: %w", quoteShort(a.content), err)
+			return nil, fmt.Errorf("added token %s: %w", clip.Quote(a.content), err)
 		}
 		if n != a.content {
 			t.decodeAs[a.id] = n
@@ -615,7 +616,7 @@ func uniqueIDs(vocab map[string]int) error {
 	}
 	ps := byID[clash]
 	slices.Sort(ps) // the same error each time
-	return fmt.Errorf("model.vocab: %s and %s both have id %d", quoteShort(ps[0]), quoteShort(ps[1]), clash)
+	return fmt.Errorf("model.vocab: %s and %s both have id %d", clip.Quote(ps[0]), clip.Quote(ps[1]), clash)
 }
 
 // readMerges reads the merges in either spelling HF writes: "a b" strings
@@ -644,7 +645,7 @@ func (t *Tokenizer) readMerges(raw json.RawMessage, vocab map[string]int) error 
 			}
 			parts := strings.Split(s, " ")
 			if len(parts) != 2 {
-				return fmt.Errorf("model.merges[%d] %q: want two pieces separated by one space", i, s)
+				return fmt.Errorf("model.merges[%d] %s: want two pieces separated by one space", i, clip.Quote(s))
 			}
 			pair = [2]string{parts[0], parts[1]}
 		case json.Unmarshal(it, &arr) == nil && len(arr) == 2:
@@ -654,7 +655,7 @@ func (t *Tokenizer) readMerges(raw json.RawMessage, vocab map[string]int) error 
 		}
 		for _, p := range []string{pair[0], pair[1], pair[0] + pair[1]} {
 			if _, ok := vocab[p]; !ok {
-				return fmt.Errorf("model.merges[%d] %s: %s is not in model.vocab", i, quoteShort(pair[0]+" "+pair[1]), quoteShort(p))
+				return fmt.Errorf("model.merges[%d] %s: %s is not in model.vocab", i, clip.Quote(pair[0]+" "+pair[1]), clip.Quote(p))
 			}
 		}
 		// HF collects the merges into a map: a pair listed twice keeps its
@@ -863,7 +864,7 @@ func splitAdded(ix addedIndex, text string, deadline time.Time) ([]segment, erro
 		if start > stop {
 			// Rust's slice of the text from start to stop fails, and
 			// split_with_indices panics: "AddedVocabulary bad split".
-			return nil, fmt.Errorf("added token %s with lstrip lies inside the whitespace that the token before it took with rstrip: HF tokenizers fails on this text (AddedVocabulary bad split)", quoteShort(a.content))
+			return nil, fmt.Errorf("added token %s with lstrip lies inside the whitespace that the token before it took with rstrip: HF tokenizers fails on this text (AddedVocabulary bad split)", clip.Quote(a.content))
 		}
 		if done < start {
 			out = append(out, segment{text[done:start], -1})
@@ -1035,7 +1036,7 @@ func (t *Tokenizer) llamaByteIDs(ids []int32, s string) ([]int32, error) {
 			id, ok = t.vocab[s[i:i+1]]
 		}
 		if !ok {
-			return nil, fmt.Errorf("the text holds %s, which the vocabulary has no token for, nor <0x%02X> or the byte alone for its byte 0x%02X: llama.cpp fails on it", quoteShort(strings.ReplaceAll(s, "▁", " ")), s[i], s[i])
+			return nil, fmt.Errorf("the text holds %s, which the vocabulary has no token for, nor <0x%02X> or the byte alone for its byte 0x%02X: llama.cpp fails on it", clip.Quote(strings.ReplaceAll(s, "▁", " ")), s[i], s[i])
 		}
 		ids = append(ids, id)
 	}
@@ -1100,7 +1101,7 @@ func checkTopLevel(data []byte) (err error) {
 		null := string(bytes.TrimSpace(v)) == "null"
 		switch {
 		case !slices.Contains(topLevelKeys, key):
-			err = fmt.Errorf("key %s is none of HF tokenizers' (%s)", quoteShort(key), strings.Join(topLevelKeys, ", "))
+			err = fmt.Errorf("key %s is none of HF tokenizers' (%s)", clip.Quote(key), strings.Join(topLevelKeys, ", "))
 		case key == "version" && null:
 			err = errors.New("version is null, want a string")
 		case key == "version":
@@ -1108,7 +1109,7 @@ func checkTopLevel(data []byte) (err error) {
 			if e := json.Unmarshal(v, &s); e != nil {
 				err = jsonerr.ExplainAt(e, v, "version")
 			} else if s != "1.0" {
-				err = fmt.Errorf("version %s: HF tokenizers reads \"1.0\" only", quoteShort(s))
+				err = fmt.Errorf("version %s: HF tokenizers reads \"1.0\" only", clip.Quote(s))
 			}
 		case key == "added_tokens" && null:
 			err = errors.New("added_tokens is null, want a list")

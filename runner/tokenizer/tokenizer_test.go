@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2"
+
+	"github.com/mtlbench/mtlbench/internal/clip"
 )
 
 // testdata holds tokenizer.json files in the shapes checkpoints ship,
@@ -384,8 +386,8 @@ func TestQuoteShort(t *testing.T) {
 		{strings.Repeat("é", 40), `"` + strings.Repeat("é", 40) + `"`},
 		{strings.Repeat("a", 1000), `"` + strings.Repeat("a", 37) + `..." (1000 characters)`},
 	} {
-		if got := quoteShort(c.in); got != c.want {
-			t.Errorf("quoteShort(%d runes) = %s, want %s", len([]rune(c.in)), got, c.want)
+		if got := clip.Quote(c.in); got != c.want {
+			t.Errorf("clip.Quote(%d runes) = %s, want %s", len([]rune(c.in)), got, c.want)
 		}
 	}
 }

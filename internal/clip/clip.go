@@ -1,0 +1,29 @@
+// Package clip quotes a string a file holds for a message: a checkpoint's
+// metadata value or a tokenizer's entry may run to hundreds of megabytes,
+// which an error echoing it whole would copy to the terminal.
+package clip
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Most is the most characters of a string Quote keeps.
+const Most = 40
+
+// Quote is s quoted as Go's %q quotes it where it has at most Most
+// characters; a longer s is cut to its first Most-3, "..." after them, and
+// its length in characters said.
+func Quote(s string) string {
+	n := 0
+	for i := range s {
+		if n == Most-3 {
+			if rest := len([]rune(s[i:])); n+rest > Most {
+				return fmt.Sprintf("%s (%d characters)", strconv.Quote(s[:i]+"..."), n+rest)
+			}
+			break
+		}
+		n++
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,44 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/internal/gguftest"
+)
+
+// A GGUF metadata string an error echoes (here the architecture; the rope
+// scaling's type and the tokenizer's keys by the same rule) is quoted cut to its first characters, its length said:
+// a value of megabytes is not copied into the message.
+func TestGGUFLongValuesClipped(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	clipped := `"` + strings.Repeat("x", 37) + `..." (1048576 characters)`
+	for _, c := range []struct {
+		name string
+		kvs  []gguftest.KV
+		want string
+	}{
+		{"architecture", []gguftest.KV{{Key: "general.architecture", Value: long}}, "architecture " + clipped + " is not supported"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data, err := gguftest.Bytes(c.kvs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = Open(Spec{Model: p})
+			if err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 2000 {
+				s := ""
+				if err != nil {
+					s = err.Error()
+				}
+				t.Errorf("error of %d bytes: %.300s, want one holding %s", len(s), s, c.want)
+			}
+		})
+	}
+}
