@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
 )
@@ -203,7 +204,7 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 		name := unquote(key)
 		if name == "__metadata__" {
 			if sawMeta {
-				return nil, nil, 0, fmt.Errorf("header names %q twice", name)
+				return nil, nil, 0, fmt.Errorf("header names %s twice", clip.Quote(name))
 			}
 			sawMeta = true
 			// Counted before it is decoded: held, an entry costs ten
@@ -221,17 +222,17 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 		}
 		// A shape of MaxRank numbers and two offsets have MaxRank commas.
 		if listCommas(raw) > MaxRank {
-			return nil, nil, 0, fmt.Errorf("tensor %q: its lists hold more numbers than a shape of at most %d dimensions and data_offsets of two", name, MaxRank)
+			return nil, nil, 0, fmt.Errorf("tensor %s: its lists hold more numbers than a shape of at most %d dimensions and data_offsets of two", clip.Quote(name), MaxRank)
 		}
 		dtype, shape, offs, ok := plainEntry(raw, &shapeBuf, &offBuf)
 		if !ok {
 			fields, twice := entryFields(raw)
 			if twice != "" {
-				return nil, nil, 0, fmt.Errorf("tensor %q: invalid entry: %s is given twice (the safetensors library refuses a field given twice)", name, twice)
+				return nil, nil, 0, fmt.Errorf("tensor %s: invalid entry: %s is given twice (the safetensors library refuses a field given twice)", clip.Quote(name), twice)
 			}
 			var e rawEntry
 			if err := json.Unmarshal(fields, &e); err != nil {
-				return nil, nil, 0, fmt.Errorf("tensor %q: invalid entry: %w", name, jsonerr.ExplainAt(err, raw, name))
+				return nil, nil, 0, fmt.Errorf("tensor %s: invalid entry: %w", clip.Quote(name), jsonerr.ExplainAt(err, raw, name))
 			}
 			if err := missing(name, &e); err != nil {
 				return nil, nil, 0, err
@@ -269,7 +270,7 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 		if twice == "" {
 			return err
 		}
-		return fmt.Errorf("%w (the header names %q twice: its last entry is read, as the safetensors library reads it)", err, twice)
+		return fmt.Errorf("%w (the header names %s twice: its last entry is read, as the safetensors library reads it)", err, clip.Quote(twice))
 	}
 
 	slices.SortFunc(tensors, func(a, b TensorInfo) int {
@@ -283,7 +284,7 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 		}
 		if prev >= 0 && t.Begin < tensors[prev].End {
 			p := tensors[prev]
-			return nil, nil, 0, tiling(fmt.Errorf("tensors %q [%d, %d] and %q [%d, %d] overlap", p.Name, p.Begin, p.End, t.Name, t.Begin, t.End))
+			return nil, nil, 0, tiling(fmt.Errorf("tensors %s [%d, %d] and %s [%d, %d] overlap", clip.Quote(p.Name), p.Begin, p.End, clip.Quote(t.Name), t.Begin, t.End))
 		}
 		prev = i
 	}
@@ -296,7 +297,7 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 	var end int64
 	for _, t := range tensors {
 		if t.Begin != end {
-			return nil, nil, 0, tiling(fmt.Errorf("tensor %q starts at byte %d of the data, where the tensors before it end at %d (the tensors must tile the data)", t.Name, t.Begin, end))
+			return nil, nil, 0, tiling(fmt.Errorf("tensor %s starts at byte %d of the data, where the tensors before it end at %d (the tensors must tile the data)", clip.Quote(t.Name), t.Begin, end))
 		}
 		end = t.End
 	}
@@ -310,11 +311,11 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 func missing(name string, e *rawEntry) error {
 	switch {
 	case e.DType == nil:
-		return fmt.Errorf("tensor %q: missing dtype", name)
+		return fmt.Errorf("tensor %s: missing dtype", clip.Quote(name))
 	case e.Shape == nil:
-		return fmt.Errorf("tensor %q: missing shape", name)
+		return fmt.Errorf("tensor %s: missing shape", clip.Quote(name))
 	case e.Offsets == nil:
-		return fmt.Errorf("tensor %q: missing data_offsets", name)
+		return fmt.Errorf("tensor %s: missing data_offsets", clip.Quote(name))
 	}
 	return nil
 }
@@ -325,38 +326,38 @@ func checkEntry(name, dtype string, shape, offs []int64, dataLen int64, dims []i
 	elem, ok := DTypeSize(dtype)
 	if !ok {
 		if slices.Contains(unreadDTypes, dtype) {
-			return TensorInfo{}, fmt.Errorf("tensor %q: dtype %s, which the safetensors format has, is not one mtlbench reads (%s)", name, dtype, strings.Join(slices.Sorted(maps.Keys(dtypeSizes)), ", "))
+			return TensorInfo{}, fmt.Errorf("tensor %s: dtype %s, which the safetensors format has, is not one mtlbench reads (%s)", clip.Quote(name), dtype, strings.Join(slices.Sorted(maps.Keys(dtypeSizes)), ", "))
 		}
-		return TensorInfo{}, fmt.Errorf("tensor %q: unknown dtype %q", name, dtype)
+		return TensorInfo{}, fmt.Errorf("tensor %s: unknown dtype %s", clip.Quote(name), clip.Quote(dtype))
 	}
 	if len(shape) > MaxRank {
-		return TensorInfo{}, fmt.Errorf("tensor %q: shape has %d dimensions, more than %d", name, len(shape), MaxRank)
+		return TensorInfo{}, fmt.Errorf("tensor %s: shape has %d dimensions, more than %d", clip.Quote(name), len(shape), MaxRank)
 	}
 	for i, d := range shape {
 		if d < 0 {
-			return TensorInfo{}, fmt.Errorf("tensor %q: shape %v has negative dimension %d", name, shape, d)
+			return TensorInfo{}, fmt.Errorf("tensor %s: shape %v has negative dimension %d", clip.Quote(name), shape, d)
 		}
 		if d > math.MaxInt { // only reachable where int is 32 bits
-			return TensorInfo{}, fmt.Errorf("tensor %q: shape %v has dimension %d, too large for this platform", name, shape, d)
+			return TensorInfo{}, fmt.Errorf("tensor %s: shape %v has dimension %d, too large for this platform", clip.Quote(name), shape, d)
 		}
 		dims[i] = int(d)
 	}
 	if len(offs) != 2 {
-		return TensorInfo{}, fmt.Errorf("tensor %q: data_offsets must be [begin, end], got a list of %d", name, len(offs))
+		return TensorInfo{}, fmt.Errorf("tensor %s: data_offsets must be [begin, end], got a list of %d", clip.Quote(name), len(offs))
 	}
 	begin, end := offs[0], offs[1]
 	if begin < 0 || end < begin {
-		return TensorInfo{}, fmt.Errorf("tensor %q: data_offsets [%d, %d] are negative or reversed", name, begin, end)
+		return TensorInfo{}, fmt.Errorf("tensor %s: data_offsets [%d, %d] are negative or reversed", clip.Quote(name), begin, end)
 	}
 	need, ok := tensorBytes(shape, elem)
 	if !ok {
-		return TensorInfo{}, fmt.Errorf("tensor %q: shape %v of %s is too large: its byte size overflows int64", name, shape, dtype)
+		return TensorInfo{}, fmt.Errorf("tensor %s: shape %v of %s is too large: its byte size overflows int64", clip.Quote(name), shape, dtype)
 	}
 	if end-begin != need {
-		return TensorInfo{}, fmt.Errorf("tensor %q: data_offsets [%d, %d] hold %d bytes but shape %v of %s needs %d", name, begin, end, end-begin, shape, dtype, need)
+		return TensorInfo{}, fmt.Errorf("tensor %s: data_offsets [%d, %d] hold %d bytes but shape %v of %s needs %d", clip.Quote(name), begin, end, end-begin, shape, dtype, need)
 	}
 	if end > dataLen {
-		return TensorInfo{}, fmt.Errorf("tensor %q: data_offsets [%d, %d] run past the end of the data section (%d bytes)", name, begin, end, dataLen)
+		return TensorInfo{}, fmt.Errorf("tensor %s: data_offsets [%d, %d] run past the end of the data section (%d bytes)", clip.Quote(name), begin, end, dataLen)
 	}
 	return TensorInfo{Name: name, DType: dtype, Shape: dims, Begin: begin, End: end}, nil
 }

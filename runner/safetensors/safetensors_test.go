@@ -163,6 +163,12 @@ var headerCases = []struct {
 	{"missing offsets", rawFile(`{"w":{"dtype":"U8","shape":[1]}}`, 1), []string{`tensor "w"`, "missing data_offsets"}},
 	{"unknown dtype", rawFile(`{"w":{"dtype":"Q4_K","shape":[2],"data_offsets":[0,2]}}`, 2),
 		[]string{`tensor "w"`, `unknown dtype "Q4_K"`}},
+	// A name or dtype of megabytes is quoted cut short (internal/clip),
+	// not copied into the message.
+	{"a name of a megabyte", rawFile(`{"`+strings.Repeat("n", 1<<20)+`":{"dtype":"Q4_K","shape":[2],"data_offsets":[0,2]}}`, 2),
+		[]string{`tensor "` + strings.Repeat("n", 37) + `..." (1048576 characters): unknown dtype "Q4_K"`}},
+	{"a dtype of a megabyte", rawFile(`{"w":{"dtype":"`+strings.Repeat("Q", 1<<20)+`","shape":[2],"data_offsets":[0,2]}}`, 2),
+		[]string{`tensor "w": unknown dtype "` + strings.Repeat("Q", 37) + `..." (1048576 characters)`}},
 	{"a dtype of the format's not read", rawFile(`{"w":{"dtype":"F8_E4M3FNUZ","shape":[2],"data_offsets":[0,2]}}`, 2),
 		[]string{`tensor "w": dtype F8_E4M3FNUZ, which the safetensors format has, is not one mtlbench reads (BF16, BOOL, C64,`}},
 	{"size mismatch", rawFile(`{"`+upProj+`":{"dtype":"BF16","shape":[4,8],"data_offsets":[0,100]}}`, 100),
