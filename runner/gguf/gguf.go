@@ -26,6 +26,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/standin"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
@@ -502,15 +503,15 @@ func checkName(kind string, i uint64, name string, max int) error {
 // nameError is checkName's error for a name of n bytes that starts with text.
 func nameError(kind string, i, n uint64, text string) error {
 	return fmt.Errorf("%s %d has a name of %d bytes that is no text (%q): the header's key or tensor counts, or a value before it, are off",
-		kind, i, n, clip(text))
+		kind, i, n, cut(text))
 }
 
 // endsInside is the error of a header entry the file ends inside of: a
 // file cut short, or counts one too many, which read data as entries.
 const endsInside = "the file ends inside it: the file is cut short, or the header's key or tensor counts are off"
 
-// clip is at most the first 40 bytes of s, for messages.
-func clip(s string) string {
+// cut is at most the first 40 bytes of s, for messages.
+func cut(s string) string {
 	if len(s) > 40 {
 		return s[:40] + "..."
 	}
@@ -554,13 +555,13 @@ func (f *File) parse() error {
 		}
 		v, err := r.value(ValueType(r.u32()), 0)
 		if r.err != nil {
-			return fmt.Errorf("metadata key %d (%q): %s", i, clip(key), endsInside)
+			return fmt.Errorf("metadata key %d (%q): %s", i, cut(key), endsInside)
 		}
 		if err != nil {
-			return fmt.Errorf("metadata key %q: %w", key, err)
+			return fmt.Errorf("metadata key %s: %w", clip.Quote(key), err)
 		}
 		if _, dup := f.KV[key]; dup {
-			return fmt.Errorf("metadata key %q appears twice", key)
+			return fmt.Errorf("metadata key %s appears twice", clip.Quote(key))
 		}
 		f.KV[key] = v
 		f.Keys = append(f.Keys, key)
@@ -601,7 +602,7 @@ func (f *File) parse() error {
 		t.Dims = dims[start:len(dims):len(dims)]
 		t.Type, t.Offset = Type(r.u32()), r.u64()
 		if r.err != nil {
-			return fmt.Errorf("tensor info %d (%q): %s", i, clip(t.Name), endsInside)
+			return fmt.Errorf("tensor info %d (%q): %s", i, cut(t.Name), endsInside)
 		}
 		if _, dup := f.byName[t.Name]; dup {
 			return fmt.Errorf("tensor %q appears twice", t.Name)

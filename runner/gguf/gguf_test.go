@@ -114,6 +114,14 @@ func TestBadFiles(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[i:], uint32(I32))
 			return b
 		}, "general.alignment is a i32, want a u32"},
+		// A key of tens of kilobytes is quoted cut short (internal/clip).
+		{"long key", func() []byte {
+			key := strings.Repeat("k", 60000)
+			b := build(3, map[string]uint32{key: 5}, nil, 32)
+			i := strings.Index(string(b), key) + len(key)
+			binary.LittleEndian.PutUint32(b[i:], uint32(Bool))
+			return b
+		}, `metadata key "` + strings.Repeat("k", 37) + `..." (60000 characters): bool value 5`},
 		{"cut short", func() []byte { b := good(); return b[:len(b)-40] }, `tensor "w" is cut short`},
 		{"header cut", func() []byte { b := good(); return b[:30] }, "the file ends inside it: the file is cut short, or the header's key or tensor counts are off"},
 		{"one key too many", func() []byte {
