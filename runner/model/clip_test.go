@@ -42,3 +42,24 @@ func TestGGUFLongValuesClipped(t *testing.T) {
 		})
 	}
 }
+
+// A config.json string an error echoes is quoted by the same rule.
+func TestConfigLongValuesClipped(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	clipped := `"` + strings.Repeat("x", 37) + `..." (1048576 characters)`
+	for _, c := range []struct{ json, want string }{
+		{`{"model_type": "` + long + `"}`, "model_type " + clipped + " is none of"},
+		{`{"architectures": ["` + long + `"]}`, "unknown architecture " + clipped},
+		{`{"model_type": "llama", "hidden_act": "` + long + `"}`, "hidden_act " + clipped + " is not supported"},
+		{`{"model_type": "gpt2", "activation_function": "` + long + `"}`, "activation_function " + clipped + " is not supported"},
+	} {
+		_, err := ParseHFConfig("config.json", []byte(c.json))
+		if err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 2000 {
+			s := ""
+			if err != nil {
+				s = err.Error()
+			}
+			t.Errorf("error of %d bytes: %.300s, want one holding %s", len(s), s, c.want)
+		}
+	}
+}

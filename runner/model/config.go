@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/kernels"
 )
@@ -334,12 +335,12 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		arch = h.Architectures[0]
 	}
 	if arch == "" {
-		return nil, fmt.Errorf("%s: no \"architectures\" field, and model_type %q is none of %s: cannot tell which model this is",
-			name, h.ModelType, strings.Join(modelTypes(), ", "))
+		return nil, fmt.Errorf("%s: no \"architectures\" field, and model_type %s is none of %s: cannot tell which model this is",
+			name, clip.Quote(h.ModelType), strings.Join(modelTypes(), ", "))
 	}
 	spec, ok := archs[arch]
 	if !ok {
-		return nil, fmt.Errorf("%s: unknown architecture %q, and model_type %q is none of %s (supported: %s)", name, arch, h.ModelType,
+		return nil, fmt.Errorf("%s: unknown architecture %s, and model_type %s is none of %s (supported: %s)", name, clip.Quote(arch), clip.Quote(h.ModelType),
 			strings.Join(modelTypes(), ", "), strings.Join(Architectures(), ", "))
 	}
 	eos, err := ParseEOS(h.EOSTokenID)
@@ -509,7 +510,7 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	// As transformers looks it up (ACT2FN, activations.py): "swish" is
 	// SiLU's other name there, and a name it has not, "" too, no model.
 	if !absent("hidden_act") && !slices.Contains(siluActivations, h.HiddenAct) {
-		return nil, fmt.Errorf("%s: hidden_act %q is not supported (%s: SiLU, the only activation these models run)", name, h.HiddenAct, strings.Join(siluActivations, " or "))
+		return nil, fmt.Errorf("%s: hidden_act %s is not supported (%s: SiLU, the only activation these models run)", name, clip.Quote(h.HiddenAct), strings.Join(siluActivations, " or "))
 	}
 	// transformers reads mlp_bias in LlamaConfig alone; other classes keep
 	// the key and build their MLPs without biases, as here.
@@ -1066,7 +1067,7 @@ func ropeKeysKnown(m map[string]any) error {
 	var nested []string
 	for k, v := range m {
 		if _, isObj := v.(map[string]any); isObj {
-			nested = append(nested, fmt.Sprintf("%q", k))
+			nested = append(nested, clip.Quote(k))
 		}
 	}
 	if len(nested) == 0 {
@@ -1110,7 +1111,7 @@ func parseRopeScaling(m map[string]any, maxPos int) (*kernels.RoPEScaling, error
 		return nil, nil
 	}
 	if t != "linear" && t != "llama3" && t != "yarn" {
-		return nil, fmt.Errorf("rope type %q is not supported (default, linear, llama3, yarn)", t)
+		return nil, fmt.Errorf("rope type %s is not supported (default, linear, llama3, yarn)", clip.Quote(t))
 	}
 	var missing []string
 	num := func(key string) float64 {

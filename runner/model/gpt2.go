@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/internal/clip"
 )
 
 // GPT-2 (GPT2LMHeadModel): learned absolute positions, LayerNorm with bias,
@@ -73,8 +75,8 @@ func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
 	}
 	switch {
 	case !contains(gpt2Activations, act):
-		return nil, fmt.Errorf("%s: activation_function %q is not supported (GPT-2 runs %s: GELU with the tanh approximation)",
-			name, act, strings.Join(gpt2Activations, ", "))
+		return nil, fmt.Errorf("%s: activation_function %s is not supported (GPT-2 runs %s: GELU with the tanh approximation)",
+			name, clip.Quote(act), strings.Join(gpt2Activations, ", "))
 	case g.ScaleAttnByLayer:
 		return nil, fmt.Errorf("%s: scale_attn_by_inverse_layer_idx is not supported", name)
 	case g.ScaleAttnWeights != nil && !*g.ScaleAttnWeights:

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
@@ -207,7 +208,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 			if json.Unmarshal(m["quant_method"], &method) != nil {
 				method = string(m["quant_method"]) // not a string: as the file spells it
 			}
-			return nil, fmt.Errorf("%s: quantization_config.quant_method %q is not supported (mtlbench reads mlx-lm's quantization and GGUF files)", name, method)
+			return nil, fmt.Errorf("%s: quantization_config.quant_method %s is not supported (mtlbench reads mlx-lm's quantization and GGUF files)", name, clip.Quote(method))
 		}
 		// mlx-lm reads quantization_config["quant_method"] where there is no
 		// quantization (a KeyError without one), as transformers requires it.
@@ -225,7 +226,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		}
 		def, ok := mlxModeDefaults[mod.Mode]
 		if !ok {
-			return nil, fmt.Errorf("%s: mode %q is not one of mlx's (affine, mxfp4, nvfp4, mxfp8)", where, mod.Mode)
+			return nil, fmt.Errorf("%s: mode %s is not one of mlx's (affine, mxfp4, nvfp4, mxfp8)", where, clip.Quote(mod.Mode))
 		}
 		mod.GroupSize, mod.Bits = def[0], def[1]
 		if e.GroupSize != nil {
@@ -245,7 +246,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		if !ok && k != "mode" {
 			// mlx-lm's load_model: nn.quantize(group_size=quantization["group_size"],
 			// bits=quantization["bits"], mode=quantization.get("mode", "affine")).
-			return nil, fmt.Errorf("%s: quantization has no %q, which mlx-lm reads as quantization[%q] (a KeyError there)", name, k, k)
+			return nil, fmt.Errorf("%s: quantization has no %s, which mlx-lm reads as quantization[%s] (a KeyError there)", name, clip.Quote(k), clip.Quote(k))
 		}
 		if !ok {
 			continue
@@ -276,7 +277,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		if string(bytes.TrimSpace(v)) == "null" {
 			// mlx-lm writes false for a module it left unquantized; null is
 			// neither that nor a setting.
-			return nil, fmt.Errorf("%s: quantization[%q] is null: want an object or a boolean", name, k)
+			return nil, fmt.Errorf("%s: quantization[%s] is null: want an object or a boolean", name, clip.Quote(k))
 		}
 		var b bool
 		if json.Unmarshal(v, &b) == nil {
@@ -301,21 +302,21 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 			case "group_size", "bits", "mode":
 			case "quantize_input":
 				if string(bytes.TrimSpace(members[arg])) == "true" {
-					return nil, fmt.Errorf("%s: quantization[%q].quantize_input is true: mlx then quantizes the module's activations (QQLinear), which mtlbench does not (its activations stay floats)", name, k)
+					return nil, fmt.Errorf("%s: quantization[%s].quantize_input is true: mlx then quantizes the module's activations (QQLinear), which mtlbench does not (its activations stay floats)", name, clip.Quote(k))
 				}
 			default:
-				return nil, fmt.Errorf("%s: quantization[%q] has %q, which is none of to_quantized's arguments (group_size, bits, mode, quantize_input): mlx-lm refuses it", name, k, arg)
+				return nil, fmt.Errorf("%s: quantization[%s] has %s, which is none of to_quantized's arguments (group_size, bits, mode, quantize_input): mlx-lm refuses it", name, clip.Quote(k), clip.Quote(arg))
 			}
 		}
 		var e entry
 		if err := jsonerr.Unmarshal(v, &e); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) && te.Field == "" {
-				return nil, fmt.Errorf("%s: quantization[%q] is %s, want an object or a boolean", name, k, quote(v))
+				return nil, fmt.Errorf("%s: quantization[%s] is %s, want an object or a boolean", name, clip.Quote(k), quote(v))
 			}
 			return nil, fmt.Errorf("%s: %w", name, jsonerr.ExplainAt(err, v, fmt.Sprintf("quantization[%q]", k)))
 		}
-		if q.Modules[k], err = read(fmt.Sprintf("%s: quantization[%q]", name, k), e); err != nil {
+		if q.Modules[k], err = read(fmt.Sprintf("%s: quantization[%s]", name, clip.Quote(k)), e); err != nil {
 			return nil, err
 		}
 	}
@@ -339,7 +340,7 @@ func (m *mlxModule) check() error {
 	}
 	fp, ok := quant.MLXFPModes[m.Mode]
 	if !ok {
-		return fmt.Errorf("mode %q is not supported (affine, mxfp4, nvfp4, mxfp8)", m.Mode)
+		return fmt.Errorf("mode %s is not supported (affine, mxfp4, nvfp4, mxfp8)", clip.Quote(m.Mode))
 	}
 	if m.GroupSize != fp.Group || m.Bits != fp.Bits {
 		return fmt.Errorf("mode %s takes groups of %d values of %d bits, not %d of %d", m.Mode, fp.Group, fp.Bits, m.GroupSize, m.Bits)
@@ -453,7 +454,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 	if e, listed := c.mlx.Modules[module]; listed && e == nil {
 		// mlx-lm leaves such a module a float Linear, whose strict load
 		// refuses the packed tensors.
-		return Packed{}, false, fmt.Errorf("%s: config.json's quantization[%q] makes it a float module (false or {}), but the checkpoint holds its packed %q", c.ck.Dir(), module, module+".scales")
+		return Packed{}, false, fmt.Errorf("%s: config.json's quantization[%s] makes it a float module (false or {}), but the checkpoint holds its packed %s", c.ck.Dir(), clip.Quote(module), clip.Quote(module+".scales"))
 	}
 	rows, k := spec.Shape[0], spec.Shape[1]
 	lead := []int{}
@@ -466,7 +467,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 		name := module + "." + suffix
 		data, info, err := c.bytes(name)
 		if err != nil {
-			return nil, "", fmt.Errorf("%s: packed tensor %q has %s but no %q", c.ck.Dir(), module+".weight", module+".scales", name)
+			return nil, "", fmt.Errorf("%s: packed tensor %s has %s but no %s", c.ck.Dir(), clip.Quote(module+".weight"), module+".scales", clip.Quote(name))
 		}
 		return data, info.DType, nil
 	}
@@ -474,30 +475,30 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 	scale, ok := floatOf(sInfo.DType)
 	switch {
 	case fp && sInfo.DType != "U8":
-		return Packed{}, false, fmt.Errorf("%s: tensor %q has dtype %s; mode %s keeps a U8 scale a group", c.fileOf(module+".scales"), module+".scales", sInfo.DType, mod.Mode)
+		return Packed{}, false, fmt.Errorf("%s: tensor %s has dtype %s; mode %s keeps a U8 scale a group", c.fileOf(module+".scales"), clip.Quote(module+".scales"), sInfo.DType, mod.Mode)
 	case !fp && !ok:
-		return Packed{}, false, fmt.Errorf("%s: tensor %q has dtype %s; scales must be F32, F16 or BF16", c.fileOf(module+".scales"), module+".scales", sInfo.DType)
+		return Packed{}, false, fmt.Errorf("%s: tensor %s has dtype %s; scales must be F32, F16 or BF16", c.fileOf(module+".scales"), clip.Quote(module+".scales"), sInfo.DType)
 	}
 	// Packed values: bits of each of k values in U32 words.
 	where := c.fileOf(module + ".weight")
 	stored := quant.Spec{Type: quant.Affine, Bits: mod.Bits, Group: mod.GroupSize, Scale: scale}
 	if !fp {
 		if err := stored.Validate(k); err != nil {
-			return Packed{}, false, fmt.Errorf("%s: tensor %q: %w", where, module+".weight", err)
+			return Packed{}, false, fmt.Errorf("%s: tensor %s: %w", where, clip.Quote(module+".weight"), err)
 		}
 	} else if k%32 != 0 {
-		return Packed{}, false, fmt.Errorf("%s: tensor %q: mode %s is read in units of 32 values; a row of %d values does not divide", where, module+".weight", mod.Mode, k)
+		return Packed{}, false, fmt.Errorf("%s: tensor %s: mode %s is read in units of 32 values; a row of %d values does not divide", where, clip.Quote(module+".weight"), mod.Mode, k)
 	}
 	data, dt, err := get("weight")
 	if err != nil {
 		return Packed{}, false, err
 	}
 	if dt != "U32" {
-		return Packed{}, false, fmt.Errorf("%s: packed tensor %q has dtype %s, want U32 (it has scales, so the config's quantization applies)", where, module+".weight", dt)
+		return Packed{}, false, fmt.Errorf("%s: packed tensor %s has dtype %s, want U32 (it has scales, so the config's quantization applies)", where, clip.Quote(module+".weight"), dt)
 	}
 	wInfo, _ := c.ck.Info(module + ".weight")
 	if want := append(slices.Clone(lead), rows, k*mod.Bits/32); !slices.Equal(wInfo.Shape, want) {
-		return Packed{}, false, fmt.Errorf("%s: packed tensor %q has shape %v; %d-bit values of the config's %v need %v", where, module+".weight", wInfo.Shape, mod.Bits, append(slices.Clone(lead), rows, k), want)
+		return Packed{}, false, fmt.Errorf("%s: packed tensor %s has shape %v; %d-bit values of the config's %v need %v", where, clip.Quote(module+".weight"), wInfo.Shape, mod.Bits, append(slices.Clone(lead), rows, k), want)
 	}
 	scales, _, err := get("scales")
 	if err != nil {
@@ -508,7 +509,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 	var biases []byte
 	if fp {
 		if c.Has(module + ".biases") {
-			return Packed{}, false, fmt.Errorf("%s: tensor %q: mode %s has no biases", c.fileOf(module+".biases"), module+".biases", mod.Mode)
+			return Packed{}, false, fmt.Errorf("%s: tensor %s: mode %s has no biases", c.fileOf(module+".biases"), clip.Quote(module+".biases"), mod.Mode)
 		}
 		groupTensors = groupTensors[:1]
 	} else {
@@ -517,7 +518,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 			return Packed{}, false, err
 		}
 		if bdt != sInfo.DType {
-			return Packed{}, false, fmt.Errorf("%s: tensor %q is %s but its scales are %s", c.fileOf(module+".biases"), module+".biases", bdt, sInfo.DType)
+			return Packed{}, false, fmt.Errorf("%s: tensor %s is %s but its scales are %s", c.fileOf(module+".biases"), clip.Quote(module+".biases"), bdt, sInfo.DType)
 		}
 	}
 	for _, sfx := range groupTensors {
@@ -617,7 +618,7 @@ func (c *Checkpoint) stackedFloat(spec TensorSpec) ([]byte, bridge.DType, string
 		return nil, 0, "", err
 	}
 	if want := append([]int{c.experts}, spec.Shape...); !slices.Equal(info.Shape, want) {
-		return nil, 0, "", fmt.Errorf("%s: expert stack %q has shape %v, the config implies %v", where, name, info.Shape, want)
+		return nil, 0, "", fmt.Errorf("%s: expert stack %s has shape %v, the config implies %v", where, clip.Quote(name), info.Shape, want)
 	}
 	n := len(data) / c.experts
 	return data[e*n : (e+1)*n], dt, name, nil
