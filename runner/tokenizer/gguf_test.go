@@ -647,6 +647,15 @@ func TestGGUFByteFallback(t *testing.T) {
 	if ids, err := tok.Encode("aß", true); err == nil || !strings.Contains(err.Error(), `"ß", which the vocabulary has no token for, nor <0x9F> or the byte alone for its byte 0x9F`) {
 		t.Errorf("a byte the vocabulary cannot spell: %v, %v", ids, err)
 	}
+	// A vocabulary without ▁ cannot spell a space: the bytes named are
+	// ▁'s, which the message says.
+	tok, err = Load(ggufFile(t, kv{"tokenizer.ggml.model", "llama"}, kv{"tokenizer.ggml.tokens", tokens[4:]}, kv{"tokenizer.ggml.token_type", types[4:]}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := tok.Encode("a a", false); err == nil || !strings.Contains(err.Error(), `the text holds " " (its spaces as SentencePiece's ▁, U+2581, bytes E2 96 81), which the vocabulary has no token for, nor <0xE2>`) {
+		t.Errorf("a space the vocabulary cannot spell: %v, %v", ids, err)
+	}
 }
 
 // llama.cpp's loader changes some tokens' types by their text before it

@@ -1036,7 +1036,13 @@ func (t *Tokenizer) llamaByteIDs(ids []int32, s string) ([]int32, error) {
 			id, ok = t.vocab[s[i:i+1]]
 		}
 		if !ok {
-			return nil, fmt.Errorf("the text holds %s, which the vocabulary has no token for, nor <0x%02X> or the byte alone for its byte 0x%02X: llama.cpp fails on it", clip.Quote(strings.ReplaceAll(s, "▁", " ")), s[i], s[i])
+			// The text's spaces are SentencePiece's ▁ here, whose bytes
+			// the message would otherwise name without a word of it.
+			space := ""
+			if strings.Contains(s, "▁") {
+				space = " (its spaces as SentencePiece's ▁, U+2581, bytes E2 96 81)"
+			}
+			return nil, fmt.Errorf("the text holds %s%s, which the vocabulary has no token for, nor <0x%02X> or the byte alone for its byte 0x%02X: llama.cpp fails on it", clip.Quote(strings.ReplaceAll(s, "▁", " ")), space, s[i], s[i])
 		}
 		ids = append(ids, id)
 	}
