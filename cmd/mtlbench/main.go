@@ -69,7 +69,8 @@ func (e *summaryError) Unwrap() []error { return e.errs }
 // A command reads standard input through the app's Reader (import -, tune
 // import -, run --lockstep), never os.Stdin.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	app := newApp(stdout, stderr)
+	out := &outWriter{w: stdout}
+	app := newApp(out, stderr)
 	app.Reader = stdin
 	app.Metadata = map[string]any{argsKey: args}
 	args = joinLists(app, args)
@@ -77,10 +78,30 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	err := app.Run(interspersed(app, args))
+	if err == nil && out.err != nil {
+		err = out.err
+	}
 	if db, ok := app.Metadata[storeKey].(*results.DB); ok {
 		err = nameStore(db, err)
 	}
 	return err
+}
+
+// outWriter keeps the first error of a write to standard output, so a
+// command whose output was lost (a full disk, a closed file) does not exit 0
+// whichever command it is, the help and the version too (README.md, "Exit
+// status").
+type outWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil && o.err == nil {
+		o.err = err
+	}
+	return n, err
 }
 
 // storeKey holds the results database a command opened (openDB,

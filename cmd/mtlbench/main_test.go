@@ -750,6 +750,29 @@ func TestGenerateWriteError(t *testing.T) {
 	}
 }
 
+// Whatever a command prints on standard output is what it was run for, so
+// output lost to a failed write (a full disk) fails the command, one rule
+// for all of them: these exited 0 with nothing written.
+func TestOutputWriteErrorFails(t *testing.T) {
+	for _, args := range [][]string{
+		{"--version"},
+		{"--help"},
+		{"suites"},
+		{"help", "run"},
+		{"suites", "validate", "ci"},
+		{"tune", "show", "--dir", t.TempDir(), "--backend", "cpu"},
+		{"tune", "--kernel", "matmul", "--backend", "cpu", "--dry-run", "--dir", t.TempDir()},
+	} {
+		var e bytes.Buffer
+		err := run(append([]string{"mtlbench"}, args...), noInput{}, failingWriter{}, &e)
+		if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+			t.Errorf("mtlbench %s to a full disk: got %v, want the write's error", strings.Join(args, " "), err)
+		} else if code := exitCode(err); code != 2 {
+			t.Errorf("mtlbench %s to a full disk: exit %d, want 2", strings.Join(args, " "), code)
+		}
+	}
+}
+
 // A parameter count reads with three significant digits in one notation:
 // a test checkpoint's 1.43M is not 1M, nor its 495104 a bare number beside
 // the others' 124M, and a count at a unit's edge takes the larger unit.
