@@ -475,6 +475,36 @@ func TestRunsFilter(t *testing.T) {
 	}
 }
 
+// A reference list splits on commas, each item trimmed; one naming nothing
+// is an empty reference, and an empty item among others is refused, not
+// skipped.
+func TestSplitRefs(t *testing.T) {
+	for _, tc := range []struct {
+		list, want, err string
+	}{
+		{"a", "a", ""},
+		{" a , 42 ", "a|42", ""},
+		{"a,b,latest", "a|b|latest", ""},
+		{"", "", `empty run reference ""`},
+		{" , ", "", `empty run reference " , "`},
+		{"a,", "", `run references "a,": item 2 of 2 is empty`},
+		{",a", "", `run references ",a": item 1 of 2 is empty`},
+		{"a,,b", "", `run references "a,,b": item 2 of 3 is empty`},
+		{"a, ,b", "", `run references "a, ,b": item 2 of 3 is empty`},
+	} {
+		got, err := SplitRefs(tc.list)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("SplitRefs(%q) = %q, %v; want error %q", tc.list, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, "|") != tc.want {
+			t.Errorf("SplitRefs(%q) = %q, %v; want %q", tc.list, got, err, tc.want)
+		}
+	}
+}
+
 func TestResolveRef(t *testing.T) {
 	db := openTemp(t)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

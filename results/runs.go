@@ -525,6 +525,36 @@ func EmptyRefError(ref string) error {
 	return fmt.Errorf("empty run reference %q: give a run id, a tag, \"latest\" or a git commit prefix, or a comma-separated list of them", ref)
 }
 
+// SplitRefs splits a comma-separated list of run references, each trimmed.
+// A list naming nothing is EmptyRefError; an empty item among others is
+// refused (SplitList), not skipped.
+func SplitRefs(list string) ([]string, error) {
+	if strings.Trim(list, ", \t") == "" {
+		return nil, EmptyRefError(list)
+	}
+	items, empty := SplitList(list)
+	if empty > 0 {
+		return nil, fmt.Errorf("run references %q: item %d of %d is empty (a comma too many, or a variable left unset?)", list, empty, strings.Count(list, ",")+1)
+	}
+	return items, nil
+}
+
+// SplitList splits a comma-separated list of references or tags, each
+// trimmed, and says which item (from 1) is the first empty one, 0 if none.
+// An empty item is refused, as every other list of the command line refuses
+// one: "main,$PR" with PR unset would read as main alone (docs/perf-gate.md,
+// "Gating stored runs").
+func SplitList(list string) (items []string, empty int) {
+	for i, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" && empty == 0 {
+			empty = i + 1
+		}
+		items = append(items, p)
+	}
+	return items, empty
+}
+
 // ResolveRef turns what a user typed into run ids, newest first. In order of
 // precedence ref is: a run id ("42"); a tag; "latest" (the newest run); a
 // git commit prefix of at least 4 hex digits. The error wraps ErrNotFound

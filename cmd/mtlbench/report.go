@@ -91,16 +91,16 @@ func resolveRuns(db *results.DB, refs []string) ([]int64, error) {
 // each reference (0: all), as compare.Load does for compare and gate, so
 // show --latest names the runs compare --latest pools.
 func resolveRunsLatest(db *results.DB, refs []string, latest int) ([]int64, error) {
+	if strings.Trim(strings.Join(refs, ""), ", \t") == "" {
+		return nil, results.EmptyRefError(strings.Join(refs, " "))
+	}
 	var list []string
 	for _, ref := range refs {
-		for _, r := range strings.Split(ref, ",") {
-			if r = strings.TrimSpace(r); r != "" {
-				list = append(list, r)
-			}
+		l, err := results.SplitRefs(ref)
+		if err != nil {
+			return nil, err
 		}
-	}
-	if len(list) == 0 {
-		return nil, results.EmptyRefError(strings.Join(refs, " "))
+		list = append(list, l...)
 	}
 	var ids []int64
 	seen := map[int64]bool{}

@@ -52,14 +52,14 @@ func runsCommand() *cli.Command {
 			defer db.Close()
 			filter := results.RunFilter{SuiteName: c.String("suite"), Kind: c.String("kind"), Limit: c.Int("limit")}
 			if t := c.String("tag"); t != "" {
-				for _, tag := range strings.Split(t, ",") {
-					if tag = strings.TrimSpace(tag); tag != "" {
-						filter.Tags = append(filter.Tags, tag)
-					}
-				}
-				if len(filter.Tags) == 0 {
+				if strings.Trim(t, ", \t") == "" {
 					return fmt.Errorf("--tag %q names no tag", t)
 				}
+				tags, empty := results.SplitList(t)
+				if empty > 0 {
+					return fmt.Errorf("--tag %q: item %d of %d is empty (a comma too many, or a variable left unset?)", t, empty, len(tags))
+				}
+				filter.Tags = tags
 			}
 			// One run past the limit says whether the list is cut.
 			limit := filter.Limit

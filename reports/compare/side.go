@@ -272,13 +272,11 @@ func (s *Side) Describe() string {
 func Load(db *results.DB, label, refs string, latest int) (*Side, error) {
 	side := NewSide(label)
 	seen := map[int64]bool{}
-	n := 0
-	for _, ref := range strings.Split(refs, ",") {
-		ref = strings.TrimSpace(ref)
-		if ref == "" {
-			continue
-		}
-		n++
+	list, err := results.SplitRefs(refs)
+	if err != nil {
+		return nil, err
+	}
+	for _, ref := range list {
 		ids, err := db.ResolveRef(ref)
 		if err != nil {
 			return nil, err
@@ -295,9 +293,6 @@ func Load(db *results.DB, label, refs string, latest int) (*Side, error) {
 				return nil, err
 			}
 		}
-	}
-	if n == 0 {
-		return nil, results.EmptyRefError(refs)
 	}
 	return side, nil
 }
