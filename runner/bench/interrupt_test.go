@@ -137,3 +137,45 @@ func TestInterruptWhilePreparedRecordsNothing(t *testing.T) {
 		})
 	}
 }
+
+// A signal while the cases' tuned configs are looked up, the last work
+// before the run is recorded (a model's tensors listed for each case:
+// minutes for a sweep of thousands on a large model), stops the run at the
+// case in hand and records nothing, as one while the cases were made does;
+// it went on to the last case and stored a run of pending cases.
+func TestInterruptWhileTunedLookedUpRecordsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cancel int // the lookup that the signal comes during
+	}{
+		{"during the first case", 1},
+		{"during the second case", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			calls := 0
+			defer func(f func(map[string]string, *prepared)) { lookUpTuned = f }(lookUpTuned)
+			lookUpTuned = func(params map[string]string, p *prepared) {
+				calls++
+				if calls == tc.cancel {
+					cancel()
+				}
+				tunedParams(params, p)
+			}
+			s := loadSuite(t, "name: x\nbackend: cpu\nrepetitions: 1\nwarmup: 0\nmodel: { preset: qwen3-moe-mini, layers: 1 }\n"+
+				"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: d\n    matrix: { batch: [1, 2, 3, 4] }\n")
+			sum, err := Run(ctx, s, Options{DB: db, BandwidthBuffer: -1})
+			if !errors.Is(err, ErrInterrupted) || sum != nil {
+				t.Fatalf("Run: %v, summary %v; want ErrInterrupted and none", err, sum)
+			}
+			if calls != tc.cancel {
+				t.Errorf("tuned configs looked up for %d cases, want %d: the lookups went on past the signal", calls, tc.cancel)
+			}
+			if runs, err := db.Runs(results.RunFilter{}); err != nil || len(runs) != 0 {
+				t.Errorf("%d runs recorded (%v), want none", len(runs), err)
+			}
+		})
+	}
+}

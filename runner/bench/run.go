@@ -278,10 +278,17 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s backend: %w", info.Backend, err)
 	}
-	// A signal while the cases were made or the probes ran (a model's
-	// weights take a while) stops the run before it is recorded: a run
-	// stopped before any case began stores nothing (docs/data.md), not a
-	// run of pending cases to resume.
+	var fresh []results.Case
+	if resumed == nil {
+		if fresh, err = recordedCases(ctx, s, o, cases); err != nil {
+			return nil, err
+		}
+	}
+	// A signal while the cases were made, the probes ran (a model's
+	// weights take a while) or the cases' tuned configs were looked up
+	// stops the run before it is recorded: a run stopped before any case
+	// began stores nothing (docs/data.md), not a run of pending cases to
+	// resume.
 	if ctx.Err() != nil {
 		return nil, ErrInterrupted
 	}
@@ -292,7 +299,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	if err := o.openDB(); err != nil {
 		return nil, err
 	}
-	rec, err := openRun(s, o, info, bw, peak, cases, resumed)
+	rec, err := openRun(s, o, info, bw, peak, cases, fresh, resumed)
 	if err != nil {
 		return nil, err
 	}
@@ -419,9 +426,26 @@ func checkResume(s *suites.Suite, o Options, info bridge.DeviceInfo) (*results.R
 	return run, nil
 }
 
-// openRun claims the resumed run (checkResume's), or stores a new one, and
-// gives each case to run its id; the recorder stores the run from then on.
-func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float64, cases []*prepared, resumed *results.Run) (*results.Recorder, error) {
+// recordedCases are cases as a new run stores them (recordedCase). A model
+// case's tuned configs are looked up case by case, each lookup listing the
+// model's tensors (tens of milliseconds a case of Qwen3-30B-A3B, minutes
+// for a sweep of thousands), so a signal meanwhile stops the run at the
+// case in hand.
+func recordedCases(ctx context.Context, s *suites.Suite, o Options, cases []*prepared) ([]results.Case, error) {
+	rc := make([]results.Case, 0, len(cases))
+	for _, p := range cases {
+		if ctx.Err() != nil {
+			return nil, ErrInterrupted
+		}
+		rc = append(rc, recordedCase(s, o, p))
+	}
+	return rc, nil
+}
+
+// openRun claims the resumed run (checkResume's), or stores a new one of
+// cases recorded as rc (recordedCases), and gives each case to run its id;
+// the recorder stores the run from then on.
+func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float64, cases []*prepared, rc []results.Case, resumed *results.Run) (*results.Recorder, error) {
 	if run := resumed; run != nil {
 		// Claim the run first: a run another live process is running is
 		// refused, and two resumes of one run cannot both proceed.
@@ -477,10 +501,6 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, MatmulPeakGFLOPs: peak / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
 	run.Threads = threadsText(o.Threads)
 	run.BackendNotes = info.Notes
-	var rc []results.Case
-	for _, p := range cases {
-		rc = append(rc, recordedCase(s, o, p))
-	}
 	// The run and its cases in one transaction: never a run without them.
 	rec, err := o.DB.RecordCases(run, rc, o.Store)
 	if err != nil {
@@ -539,7 +559,7 @@ func recordedCase(s *suites.Suite, o Options, p *prepared) results.Case {
 			params["weights"] = suites.WeightsSynthetic
 		}
 		p.useThreads() // the configs the case's goroutine count looks up
-		tunedParams(params, p)
+		lookUpTuned(params, p)
 		setThreads(p.be, 0)
 		for _, k := range []string{"tuned.moe", "tuned.moe.prefill"} {
 			if v := params[k]; v != "" && !slices.Contains(p.tunedMoE, v) {

@@ -49,6 +49,10 @@ func TunedLookup(s *tune.Store) engine.TunedLookup {
 	}
 }
 
+// lookUpTuned is tunedParams, a variable for tests that interrupt a run
+// while its cases' tuned configs are looked up.
+var lookUpTuned = tunedParams
+
 // tunedParams adds what a model case's decode steps will use, e.g.
 // "tuned.moe" = "chunked/16 (user cache)", and "tuned.moe.prefill" when its
 // prefill steps use something else.
