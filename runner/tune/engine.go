@@ -240,9 +240,9 @@ func (s *Store) EngineChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 	}
 	var tuned []string
 	var def string
-	// the model's tensors listed once for all its shapes, not per shape:
-	// run asks this of every case before the first runs
-	f32 := f32MatMulShapes(cfg)
+	// the model's tensors listed once for all its shapes and cases: run
+	// asks this of every case before the first runs
+	f32 := s.f32MatMulShapes(cfg)
 	for _, mnk := range matmulShapes(cfg, tokens, logitRows) {
 		ch, err := lookup(s, be, string(ops.MatMul), matmulDType(f32, dt.String(), mnk), Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]})
 		if err != nil {
@@ -313,6 +313,25 @@ func matmulDType(f32 map[[2]int]bool, dtype string, mnk [3]int) string {
 		return "f32"
 	}
 	return dtype
+}
+
+// f32MatMulShapes is f32MatMulShapes(c), worked out once for each config:
+// listing a model's tensors takes milliseconds (12 for Qwen3-30B-A3B's
+// 18000), and run looks up the tuned configs of every case of a sweep of up
+// to 10000 before the first runs. A config is not changed once made
+// (model.Config.WithLayers copies it).
+func (s *Store) f32MatMulShapes(c *model.Config) map[[2]int]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f32, ok := s.f32[c]; ok {
+		return f32
+	}
+	if s.f32 == nil {
+		s.f32 = map[*model.Config]map[[2]int]bool{}
+	}
+	f32 := f32MatMulShapes(c)
+	s.f32[c] = f32
+	return f32
 }
 
 // f32MatMulShapes are the (n, k), either way round, of float matrices c

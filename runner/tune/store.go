@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/model"
 )
 
 // Layer names, in lookup order.
@@ -49,7 +50,8 @@ type Store struct {
 	mu       sync.Mutex
 	warned   map[string]bool
 	warnings []string
-	refused  map[*Located]error // Entry.Check of each entry looked at
+	refused  map[*Located]error                // Entry.Check of each entry looked at
+	f32      map[*model.Config]map[[2]int]bool // f32MatMulShapes of each config looked up
 }
 
 // refusal is e's Entry.Check, worked out once: an entry `tune import` would
