@@ -327,7 +327,7 @@ func TestReferenceListsWithCommas(t *testing.T) {
 		{[]string{"show", "x,y,"}, `run references "x,y,": item 3 of 3 is empty`},
 		{[]string{"show", "x", ""}, `empty run reference ""`},
 		{[]string{"export", ",x"}, `run references ",x": item 1 of 2 is empty`},
-		{[]string{"report", "x,,y"}, `run references "x,,y": item 2 of 3 is empty`},
+		{[]string{"report", "x,,y", "-o", filepath.Join(dir, "never")}, `run references "x,,y": item 2 of 3 is empty`},
 		{[]string{"compare", "x,", "y"}, `A: run references "x,": item 2 of 2 is empty`},
 		{[]string{"gate", "--baseline", "x", "--candidate", "y, "}, `candidate: run references "y, ": item 2 of 2 is empty`},
 		{[]string{"runs", "--tag", "x,,y"}, `--tag "x,,y": item 2 of 3 is empty`},
