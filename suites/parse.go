@@ -32,6 +32,11 @@ var (
 // name: throughput (whole steps) and profile (each op timed apart).
 var Timings = []string{"throughput", "profile"}
 
+// benchModelFlags are the bench flags that set a key of the model section,
+// which --set does not: bench draws no other seed, so an error about seed
+// names none.
+var benchModelFlags = map[string]string{"preset": "-m", "path": "-m", "weights": "--synthetic", "dtype": "--dtype", "fit": "--fit"}
+
 var (
 	topKeys   = []string{"name", "description", "model", "backend", "timing", "repetitions", "warmup", "interleave", "cooldown", "thresholds", "params", "cases"}
 	modelKeys = []string{"preset", "path", "weights", "dtype", "seed", "layers", "fit"}

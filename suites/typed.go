@@ -325,7 +325,11 @@ func (s *Suite) Override(set map[string]string) error {
 				return fmt.Errorf("%s: the model section is not overridden; --set %s=%s sets every model case's %s", where, key, value, key)
 			}
 			if slices.Contains(modelKeys, key) {
-				return fmt.Errorf("%s: %s is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's -m, --dtype, --fit)", where, key)
+				how := "write it in the suite"
+				if f := benchModelFlags[key]; f != "" {
+					how += ", or give bench's " + f
+				}
+				return fmt.Errorf("%s: %s is a key of the suite's model section, which --set does not change (%s)", where, key, how)
 			}
 		}
 		if !ok {

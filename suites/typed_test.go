@@ -136,9 +136,13 @@ func TestOverride(t *testing.T) {
 		{"warmupp", "1", `unknown parameter or setting "warmupp" (did you mean "warmup"?)`},
 		{"op", "rope", `op cannot be overridden (it names the case)`},
 		// The model section's keys are not case parameters.
-		{"seed", "3", "--set seed=3: seed is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's -m, --dtype, --fit)"},
-		{"fit", "truncate-layers", "--set fit=truncate-layers: fit is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's -m, --dtype, --fit)"},
-		{"model.dtype", "q4", "--set model.dtype=q4: dtype is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's -m, --dtype, --fit)"},
+		// Each names the bench flag that sets it, where one does: the seed
+		// was told to take bench's -m, --dtype or --fit, none of which sets it.
+		{"seed", "3", "--set seed=3: seed is a key of the suite's model section, which --set does not change (write it in the suite)"},
+		{"fit", "truncate-layers", "--set fit=truncate-layers: fit is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's --fit)"},
+		{"model.dtype", "q4", "--set model.dtype=q4: dtype is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's --dtype)"},
+		{"preset", "gpt2", "--set preset=gpt2: preset is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's -m)"},
+		{"model.weights", "checkpoint", "--set model.weights=checkpoint: weights is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's --synthetic)"},
 		{"model.layers", "2", "--set model.layers=2: the model section is not overridden; --set layers=2 sets every model case's layers"},
 		{"repetitions", "0", "repetitions must be >= 1, got 0"},
 		{"timing", "fast", `unknown timing "fast" (one of throughput, profile)`},
