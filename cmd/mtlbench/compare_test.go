@@ -948,10 +948,55 @@ func TestThresholdSpelling(t *testing.T) {
 		{"decode_tok_s=500%", "--threshold decode_tok_s=500%: decode_tok_s falls by at most 100% (to 0), so a threshold of 500% would pass every run: write less than 100%"},
 		{"prefill_tok_s=100%", "--threshold prefill_tok_s=100%: prefill_tok_s falls by at most 100% (to 0), so a threshold of 100% would pass every run"},
 		{"150%", "--threshold 150%: the gated rates (decode_tok_s, ...) fall by at most 100%, so it would pass every run on them"},
+		// One of two values of a metric, or of every one, was dropped
+		// without a word, as was an empty item.
+		{"decode_tok_s=5%,decode_tok_s=30%", "--threshold gives decode_tok_s twice (decode_tok_s=5%, decode_tok_s=30%): give it once"},
+		{"5%, 3%", "--threshold gives the threshold of every metric twice (5%, 3%): give it once"},
+		{"5%,", `--threshold "5%,": item 2 is empty`},
 	} {
 		_, errOut, code := cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand", "--threshold", tc.value)
 		if code != 2 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("--threshold %s: exit %d, want 2 with %q:\n%s", tc.value, code, tc.want, errOut)
+		}
+	}
+}
+
+// A metric's own --threshold beats the value for every metric whichever
+// comes first: decode_tok_s=1% given before 5% was gated at 5%, looser than
+// asked; given apart or in one list alike.
+func TestThresholdForOneBeatsForAll(t *testing.T) {
+	db := seedCompareDB(t)
+	for _, args := range [][]string{
+		{"--threshold", "decode_tok_s=1%,5%"},
+		{"--threshold", "5%,decode_tok_s=1%"},
+		{"--threshold", "decode_tok_s=1%", "--threshold", "5%"},
+	} {
+		out, errOut, code := cmpRun(t, append([]string{"gate", "--db", db, "--baseline", "base", "--candidate", "cand", "--format", "csv"}, args...)...)
+		if code == 2 {
+			t.Fatalf("%q: exit 2:\n%s", args, errOut)
+		}
+		rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+		if err != nil || len(rows) < 2 {
+			t.Fatalf("%q: csv %v:\n%s", args, err, out)
+		}
+		col := map[string]int{}
+		for i, h := range rows[0] {
+			col[h] = i
+		}
+		seen := map[string]bool{}
+		for _, r := range rows[1:] {
+			m, got := r[col["metric"]], r[col["threshold_pct"]]
+			want := "5"
+			if m == "decode_tok_s" {
+				want = "1"
+			}
+			seen[m] = true
+			if got != want {
+				t.Errorf("%q: %s gated at %s%%, want %s%%", args, m, got, want)
+			}
+		}
+		if !seen["decode_tok_s"] || len(seen) < 2 {
+			t.Errorf("%q: gated %v, want decode_tok_s and another metric", args, seen)
 		}
 	}
 }

@@ -213,6 +213,12 @@ func gateOptions(c *cli.Context, cand *compare.Side, suite *suites.Suite) (o com
 			for m := range o.Thresholds {
 				o.Thresholds[m] = f.t
 			}
+		}
+	}
+	// A metric's own --threshold beats the one for all, given before it
+	// or after: --threshold decode_tok_s=1%,5% gates decode_tok_s at 1%.
+	for _, f := range flags {
+		if f.metric == "" {
 			continue
 		}
 		o.Thresholds[f.metric] = f.t
@@ -231,13 +237,21 @@ type thresholdFlag struct {
 }
 
 // thresholdFlags reads --threshold (repeatable, comma-separated). ab calls
-// it before its rounds, so that a bad value is said before any work.
+// it before its rounds, so that a bad value is said before any work. An
+// empty item, and a metric (or the value for all) given twice, are refused:
+// one of the two would be dropped without a word.
 func thresholdFlags(c *cli.Context) ([]thresholdFlag, error) {
 	var list []string
 	for _, v := range c.StringSlice("threshold") {
-		list = append(list, strings.Split(v, ",")...)
+		for i, item := range strings.Split(v, ",") {
+			if strings.TrimSpace(item) == "" {
+				return nil, fmt.Errorf("--threshold %q: item %d is empty (a comma too many?)", v, i+1)
+			}
+			list = append(list, item)
+		}
 	}
 	var out []thresholdFlag
+	given := map[string]string{} // metric ("": every one) -> its value as given
 	for _, v := range list {
 		metric, pct, named := strings.Cut(v, "=")
 		if !named {
@@ -268,6 +282,14 @@ func thresholdFlags(c *cli.Context) ([]thresholdFlag, error) {
 			// suite's threshold would (metrics.CheckThresholdSize).
 			return nil, fmt.Errorf("--threshold %s: the gated rates (decode_tok_s, ...) fall by at most 100%%, so it would pass every run on them: write less than 100%%, or METRIC=PERCENT for a time or size that may grow more", v)
 		}
+		if first, twice := given[metric]; twice {
+			what := metric
+			if metric == "" {
+				what = "the threshold of every metric"
+			}
+			return nil, fmt.Errorf("--threshold gives %s twice (%s, %s): give it once", what, first, strings.TrimSpace(v))
+		}
+		given[metric] = strings.TrimSpace(v)
 		out = append(out, thresholdFlag{metric, t})
 	}
 	return out, nil
