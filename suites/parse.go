@@ -250,17 +250,24 @@ func isEmptyNull(n *yaml.Node) bool {
 // but for a tab in a line's indentation, which is said as such, at the tab.
 func (p *parser) yamlError(err error, data []byte) error {
 	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		// yaml.v3 names the line of the tab or, for a tab after spaces,
-		// the line before it.
-		lines := bytes.Split(data, []byte("\n"))
-		for l := line; l >= 1 && l <= min(line+1, len(lines)); l++ {
+	lines := bytes.Split(data, []byte("\n"))
+	// tabbed says a tab in the indentation of a line from..to.
+	tabbed := func(from, to int) error {
+		for l := from; l >= 1 && l <= min(to, len(lines)); l++ {
 			text := lines[l-1]
 			indent := text[:len(text)-len(bytes.TrimLeft(text, " \t"))]
 			if i := bytes.IndexByte(indent, '\t'); i >= 0 {
 				return &Error{Pos: Pos{p.file, l, i + 1}, Msg: "a tab indents this line", Hint: "YAML indents with spaces only"}
 			}
+		}
+		return nil
+	}
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		// yaml.v3 names the line of the tab or, for a tab after spaces,
+		// the line before it.
+		if err := tabbed(line, line+1); err != nil {
+			return err
 		}
 		if m[2] == "did not find expected '-' indicator" {
 			if l, col, ok := outOfList(lines, line); ok {
@@ -286,6 +293,12 @@ func (p *parser) yamlError(err error, data []byte) error {
 			hint = "a { map on this line is not closed with }, or two of its entries have no comma between them"
 		}
 		return &Error{Pos: Pos{p.file, line, 1}, Msg: "YAML: " + m[2], Hint: hint}
+	}
+	// yaml.v3 leaves out a line it counts as 0, the first: a tab indenting
+	// it is said as on any other line, not as a character that cannot
+	// start a token.
+	if err := tabbed(1, 1); err != nil {
+		return err
 	}
 	msg = "YAML: " + strings.TrimPrefix(msg, "yaml: ")
 	// yaml.v3 gives these no line: found here, so the error points at them.

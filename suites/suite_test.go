@@ -526,6 +526,10 @@ func TestErrors(t *testing.T) {
 		{"a null", "~\n", []string{"t.yaml:1:1: a suite must be a map, got nothing (null)"}},
 		{"tab indent", "name: t\nmodel: {preset: p}\ncases:\n\t- name: a\n", []string{"t.yaml:4:1: a tab indents this line (YAML indents with spaces only)"}},
 		{"tab after spaces", "name: t\nmodel: {preset: p}\ncases:\n  - name: a\n  \tparams: {batch: 1}\n", []string{"t.yaml:5:3: a tab indents this line (YAML indents with spaces only)"}},
+		// yaml.v3 gives a problem of the first line no line: it read as a
+		// character that cannot start any token.
+		{"tab indenting the first line", "\tname: t\nmodel: {preset: p}\ncases:\n  - name: a\n", []string{"t.yaml:1:1: a tab indents this line (YAML indents with spaces only)"}},
+		{"tab after spaces on the first line", "  \tname: t\n", []string{"t.yaml:1:3: a tab indents this line (YAML indents with spaces only)"}},
 		{"not a map", "- a\n", []string{"t.yaml:1:1: a suite must be a map, got a list"}},
 		// yaml.v3 says these without a line: placed where they are.
 		{"unknown anchor", "name: t\nmodel: {preset: p}\ncases:\n  - name: a\n    params: *nope\n", []string{"t.yaml:5:13: YAML: unknown anchor 'nope' referenced"}},
