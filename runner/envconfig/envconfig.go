@@ -337,7 +337,7 @@ func DBWait() (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("MTLBENCH_DB_WAIT=%q: want a duration such as 30s or 10m", v)
+		return 0, fmt.Errorf("MTLBENCH_DB_WAIT=%q: want a duration above 0 such as 30s or 10m (unset: %s)", v, results.DefaultWait)
 	}
 	return d, nil
 }
@@ -430,7 +430,7 @@ func Emu() (emu.Options, error) {
 	if v := strings.TrimSpace(Get("MTLBENCH_EMU_TIMEOUT")); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			return o, fmt.Errorf("MTLBENCH_EMU_TIMEOUT=%q: want a duration such as 30s or 5m (0: no limit)", v)
+			return o, fmt.Errorf("MTLBENCH_EMU_TIMEOUT=%q: want a duration of 0 or more such as 30s or 5m (0: no limit)", v)
 		}
 		o.DispatchTimeout = d
 		if d == 0 {

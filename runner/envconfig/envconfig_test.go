@@ -223,7 +223,12 @@ func TestCheck(t *testing.T) {
 		{"MTLBENCH_CUDA_DEVICE", "-5", `MTLBENCH_CUDA_DEVICE="-5"`},
 		{"MTLBENCH_TEST_SLOWDOWN", "abc", `MTLBENCH_TEST_SLOWDOWN="abc"`},
 		{"MTLBENCH_EMU_TIMEOUT", "abc", `MTLBENCH_EMU_TIMEOUT="abc": want a duration`},
-		{"MTLBENCH_EMU_TIMEOUT", "-1s", `MTLBENCH_EMU_TIMEOUT="-1s"`},
+		// A negative duration, or a wait of 0, is a duration: the error
+		// says which it wants, not "want a duration".
+		{"MTLBENCH_EMU_TIMEOUT", "-1s", `MTLBENCH_EMU_TIMEOUT="-1s": want a duration of 0 or more`},
+		{"MTLBENCH_DB_WAIT", "0", `MTLBENCH_DB_WAIT="0": want a duration above 0 such as 30s or 10m (unset: 2m0s)`},
+		{"MTLBENCH_DB_WAIT", "-1s", `MTLBENCH_DB_WAIT="-1s": want a duration above 0`},
+		{"MTLBENCH_DB_WAIT", "soon", `MTLBENCH_DB_WAIT="soon": want a duration above 0`},
 		{"MTLBENCH_EMU_TIMEOUT", "0", ""},
 		{"MTLBENCH_TUNED", "envconfig_test.go", `MTLBENCH_TUNED="envconfig_test.go": a file`},
 		{"MTLBENCH_METAL_SERIAL", "on", ""},
