@@ -162,8 +162,11 @@ func invalidValue(c *cli.Context, name, quoted, why string) string {
 				continue
 			}
 			switch f.(type) {
-			case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+			case *cli.IntFlag, *cli.Int64Flag:
 				want = "a whole number"
+			case *cli.UintFlag, *cli.Uint64Flag:
+				// -1 is a whole number: say the sign is what is wrong
+				want = "a whole number of 0 or more"
 			case *cli.Float64Flag:
 				want = "a number"
 			case *cli.DurationFlag:

@@ -484,6 +484,8 @@ func TestFlagValueOfWrongType(t *testing.T) {
 		{[]string{"runs", "--limit", "x", "--db", db}, "runs: --limit \"x\": want a whole number (see `mtlbench runs --help`)"},
 		{[]string{"runs", "--limit", "99999999999999999999", "--db", db}, `runs: --limit "99999999999999999999": out of range, want a whole number that fits`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "two"}, `bench: -r "two": want a whole number`},
+		{[]string{"generate", "-m", "qwen3-moe-mini", "--tokens", "1", "--seed", "-1"}, `generate: --seed "-1": want a whole number of 0 or more`},
+		{[]string{"tune", "--kernel", "matmul", "--seed", "-3", "--dry-run"}, `tune: --seed "-3": want a whole number of 0 or more`},
 		{[]string{"compare", "a", "b", "--alpha", "1%", "--db", db}, `compare: --alpha "1%": want a number`},
 		{[]string{"tune", "--kernel", "matmul", "--sample-time", "abc", "--dry-run"}, `tune: --sample-time "abc": want a duration such as 500ms, 2s or 1m30s`},
 		{[]string{"selftest", "--timed=maybe"}, `selftest: --timed "maybe": want true or false`},
