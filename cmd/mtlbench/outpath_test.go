@@ -116,6 +116,14 @@ func TestOutputPathOfTheWrongKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing")
+	tuned := filepath.Join(dir, "tuned")
+	e := tune.Entry{Device: "Test CPU", Backend: "cpu", Kernel: "moe", DType: "bf16",
+		Shape:  tune.Shape{"tokens": 2, "experts": 32, "top_k": 4, "hidden": 512, "intermediate": 256, "threads": 2},
+		Config: tune.Config{"strategy": "loop"}, Default: tune.Config{"strategy": "grouped"}, Speedup: 1.1, P: 0.001, Samples: 20,
+		ToolVersion: "test", TunedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+	if err := (&tune.File{Entries: []tune.Entry{e}}).Write(filepath.Join(tuned, tune.FileName(e.Device, e.Backend))); err != nil {
+		t.Fatal(err)
+	}
 	// A folder no system can make: a name past every file system's limit.
 	long := filepath.Join(dir, strings.Repeat("n", 300))
 	db := seedCompareDB(t)
@@ -145,6 +153,11 @@ func TestOutputPathOfTheWrongKind(t *testing.T) {
 			"--out " + filepath.Join(long, "r") + ": the folder cannot be made: " + long + ": file name too long"},
 		{[]string{"history", "import", md, "--model", "m", "--date", "2026"}, filepath.Join(long, "h"),
 			"history folder " + filepath.Join(long, "h") + ": the folder cannot be made: " + long + ": file name too long"},
+		// tune export and tune --out made the missing folder.
+		{[]string{"tune", "export", filepath.Join(missing, "t.json"), "--dir", tuned}, "",
+			"tune export " + filepath.Join(missing, "t.json") + ": its folder cannot be used: " + missing + ": no such file or directory"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--backend", "cpu", "--rounds", "1", "--db", filepath.Join(dir, "t.db"), "--out", filepath.Join(missing, "t.json")}, "",
+			"--out " + filepath.Join(missing, "t.json") + ": its folder cannot be used: " + missing + ": no such file or directory"},
 	} {
 		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
 			t.Setenv("MTLBENCH_HISTORY", tc.history)
@@ -160,7 +173,7 @@ func TestOutputPathOfTheWrongKind(t *testing.T) {
 		})
 	}
 	if _, err := os.Stat(missing); err == nil {
-		t.Errorf("history import --out made the missing folder %s", missing)
+		t.Errorf("history import --out, tune export or tune --out made the missing folder %s", missing)
 	}
 }
 

@@ -289,6 +289,11 @@ func tuneRun(c *cli.Context) error {
 	if err := checkTunedOut(out); err != nil {
 		return err
 	}
+	// --out's folder must be there, as every file output's (checkWritable);
+	// the user's cache or --dir is made where it is not.
+	if err := checkWritable("--out", c.String("out")); err != nil {
+		return err
+	}
 	// --out is checked against the store before the store is made.
 	st, err := prepareStore(c)
 	if err != nil {
@@ -599,6 +604,11 @@ func tuneExport(c *cli.Context) error {
 	path := c.Args().First()
 	if _, err := os.Lstat(path); err == nil && path != stdoutPath {
 		return fmt.Errorf("%s exists: not overwritten (remove it, or name another file)", path)
+	}
+	// A missing folder is refused, as every file output's is
+	// (checkWritable), not made: a mistyped path wrote somewhere new.
+	if err := checkWritable("tune export", path); err != nil {
+		return err
 	}
 	f := &tune.File{}
 	for _, e := range l.Entries {
