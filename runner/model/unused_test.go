@@ -451,6 +451,12 @@ func TestFolderWithoutConfigNamed(t *testing.T) {
 		// a folder named x.yaml is no suite, and lists as none
 		{"mine", nil, []string{"c.yaml"}, " (a Hugging Face or mlx-lm checkpoint folder holds one)"},
 		{"empty", nil, nil, " (a Hugging Face or mlx-lm checkpoint folder holds one)"},
+		// a folder of checkpoints, given for one of them, said only that
+		// it had no config.json
+		{"models", []string{"llama/config.json", "gpt2/config.json"}, []string{"llama", "gpt2"},
+			"; it holds 2 checkpoint folders (gpt2, ...): give one of them, such as DIR/gpt2"},
+		{"models", []string{"llama/config.json", "llama/model.safetensors"}, []string{"llama", "notes"},
+			"; it holds the checkpoint folder DIR/llama: give it"},
 	} {
 		dir := filepath.Join(t.TempDir(), tc.name)
 		for _, d := range append([]string{""}, tc.dirs...) {

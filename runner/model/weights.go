@@ -909,8 +909,8 @@ var otherFormats = []struct{ pattern, format string }{
 // holds instead that is close to it, with what to give: a GGUF file to give
 // itself, weights of a format mtlbench does not read and, where it has no
 // config.json (hasConfig false), a Hugging Face cache's repository folder,
-// Mistral's own format, safetensors without their configuration, or a
-// suite's name or files. "" when it holds none of them: with a config.json,
+// Mistral's own format, safetensors without their configuration, folders
+// of checkpoints, or a suite's name or files. "" when it holds none of them: with a config.json,
 // its configuration alone. The one rule for both of a folder's lacks
 // (docs/architecture.md, "Where input is checked"), so a folder is named
 // for what it is, not taken for one downloaded without its weights.
@@ -932,6 +932,14 @@ func folderHolds(dir string, hasConfig bool) string {
 		// says what the tensors are, and nothing else can.
 		if st, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(st) > 0 {
 			return fmt.Sprintf("it holds %s, but not the config.json that says what model its tensors make (a Hugging Face or mlx-lm checkpoint folder holds one beside its weights: fetch the repository's into %s)", fileCount(st, "safetensors file"), dir)
+		}
+		// A folder of checkpoints (~/models) given for one of them.
+		if cks, _ := filepath.Glob(filepath.Join(dir, "*", "config.json")); len(cks) > 0 {
+			first := filepath.Dir(cks[0])
+			if len(cks) == 1 {
+				return fmt.Sprintf("it holds the checkpoint folder %s: give it", first)
+			}
+			return fmt.Sprintf("it holds %d checkpoint folders (%s, ...): give one of them, such as %s", len(cks), filepath.Base(first), first)
 		}
 	}
 	for _, o := range otherFormats {
