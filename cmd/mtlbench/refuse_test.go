@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -279,5 +280,53 @@ func TestRefusedRunLeavesTheStepLog(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The resume an interrupted run prints repeats its --steps, and appends to
+// the log: it emptied it, so the steps logged before the interruption were
+// lost by following the run's own advice. A line cut short (a run stopped
+// at once) is dropped, not continued.
+func TestResumeAppendsToStepLog(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full here to stop a run by its step log")
+	}
+	for _, tc := range []struct {
+		name, earlier, kept string
+	}{
+		{"whole lines", `{"case":"x","rep":0}` + "\n", `{"case":"x","rep":0}` + "\n"},
+		{"a line cut short", `{"case":"x","rep":0}` + "\n" + `{"case":"x","re`, `{"case":"x","rep":0}` + "\n"},
+		{"no log yet", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, steps := filepath.Join(dir, "r.db"), filepath.Join(dir, "steps.jsonl")
+			bench := []string{"bench", "-m", "qwen3-moe-mini", "--layers", "1", "-p", "4", "-n", "40", "-r", "2", "--warmup", "0", "--backend", "cpu", "-q", "--db", db}
+			// Run 1 stops after its first repetition: its log cannot be written.
+			if _, _, err := mtl(t, append(bench, "--steps", "/dev/full")...); err == nil || !strings.Contains(err.Error(), "step log: ") {
+				t.Fatalf("err = %v, want the step log's failure", err)
+			}
+			if tc.earlier != "" {
+				if err := os.WriteFile(steps, []byte(tc.earlier), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, stderr, err := mtl(t, append(bench, "--steps", steps, "--resume", "1")...); err != nil {
+				t.Fatalf("resume: %v\n%s", err, stderr)
+			}
+			got, err := os.ReadFile(steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest, ok := strings.CutPrefix(string(got), tc.kept)
+			if !ok || rest == "" || strings.Contains(rest, `{"case":"x"`) {
+				t.Fatalf("the log after the resume:\n%s\nwant it to start with what was there, %q, then the resume's steps, and hold no line cut short", got, tc.kept)
+			}
+			for _, l := range strings.Split(strings.TrimSuffix(rest, "\n"), "\n") {
+				if !json.Valid([]byte(l)) || !strings.Contains(l, `"rep":1`) {
+					t.Errorf("resume logged %q, want the steps of repetition 1, the one left", l)
+				}
+			}
+		})
 	}
 }
