@@ -833,9 +833,9 @@ func (r Result) Markdown() string {
 	md := table.MarkdownText
 	fmt.Fprintf(&b, "## %s %s\n\n", mark, md(r.Headline))
 	fmt.Fprintf(&b, "- baseline: %s\n- candidate: %s\n", md(r.Baseline), md(r.Candidate))
-	fmt.Fprintf(&b, "- a check fails when the change is significant (%sp adjusted over all %d checks by Benjamini-Hochberg, below %g) "+
-		"and worse than its threshold; at least %d samples a side\n",
-		testsUsed(r.Checks), len(r.Checks), r.Alpha, r.MinSamples)
+	fmt.Fprintf(&b, "- a check fails when the change is significant (%sp adjusted over %s by Benjamini-Hochberg, below %g) "+
+		"and worse than its threshold; at least %s a side\n",
+		testsUsed(r.Checks), plural.Of(len(r.Checks), "check"), r.Alpha, plural.Of(r.MinSamples, "sample"))
 	if len(r.Checks) > 0 {
 		t := r.Table()
 		for i, c := range r.Checks {

@@ -903,3 +903,29 @@ func TestGateTableCountsWhatWasTested(t *testing.T) {
 		}
 	}
 }
+
+// The summary counts its checks and samples in words: "over all 1 checks",
+// "at least 1 samples a side" read as a typo in a pull request's comment.
+func TestMarkdownCountsInWords(t *testing.T) {
+	kc := results.Case{Key: "kernel/matmul/m=1", Name: "matmul/m=1", Kind: "kernel", Status: results.CaseDone}
+	for _, tc := range []struct {
+		metrics []string
+		min     int
+		want    []string
+	}{
+		{[]string{"us_per_call"}, 1, []string{"p adjusted over 1 check by", "at least 1 sample a side"}},
+		{[]string{"us_per_call", "gb_s"}, 5, []string{"p adjusted over 2 checks by", "at least 5 samples a side"}},
+	} {
+		a, b := NewSide("A"), NewSide("B")
+		a.AddRun(Run{ID: 1, Backend: "cpu"})
+		b.AddRun(Run{ID: 2, Backend: "cpu"})
+		a.Add(kc, append(samples("us_per_call", "us", []float64{50, 51, 49, 50, 52}), samples("gb_s", "GB/s", []float64{9, 9, 9, 9, 9})...))
+		b.Add(kc, append(samples("us_per_call", "us", []float64{50, 51, 49, 50, 52}), samples("gb_s", "GB/s", []float64{9, 9, 9, 9, 9})...))
+		md := Gate(a, b, GateOptions{Metrics: tc.metrics, MinSamples: tc.min}).Markdown()
+		for _, w := range tc.want {
+			if !strings.Contains(md, w) {
+				t.Errorf("%v, %d samples: the summary does not say %q:\n%s", tc.metrics, tc.min, w, md)
+			}
+		}
+	}
+}
