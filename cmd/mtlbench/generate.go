@@ -359,6 +359,13 @@ func generateCommand() *cli.Command {
 // lacks, or one that cannot keep the --kv-dtype asked for (the comparison
 // keeps it), says so now rather than after the first run.
 func checkAgainst(c *cli.Context) (bridge.Backend, error) {
+	// Without --against nothing is compared: either would be dropped
+	// without a word.
+	for _, f := range []string{"tolerance", "against-fusion"} {
+		if c.IsSet(f) && c.String("against") == "" {
+			return nil, fmt.Errorf("--%s goes with --against BACKEND, the run the tokens and logits are compared with; without it nothing is compared", f)
+		}
+	}
 	if tol := c.Float64("tolerance"); !(tol >= 0) {
 		return nil, fmt.Errorf("--tolerance %g: want a fraction of 0 or more", tol)
 	}

@@ -424,6 +424,26 @@ func TestGenerateAgainst(t *testing.T) {
 	}
 }
 
+// --tolerance and --against-fusion say how the --against run is compared:
+// without --against they were dropped without a word and the command
+// passed, comparing nothing.
+func TestGenerateAgainstFlagsNeedAgainst(t *testing.T) {
+	args := []string{"generate", "--model", "qwen3-moe-mini", "--layers", "1", "--tokens", "1,2", "--max-new-tokens", "2", "--backend", "cpu"}
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--tolerance", "0.5"}, "--tolerance goes with --against BACKEND"},
+		{[]string{"--against-fusion", "off"}, "--against-fusion goes with --against BACKEND"},
+		{[]string{"--tolerance", "1e-3", "--against-fusion", "on"}, "--tolerance goes with --against BACKEND"},
+	} {
+		out, _, err := mtl(t, append(args, tc.flags...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || out != "" {
+			t.Errorf("%v: err=%v, stdout %q; want %q before any tokens", tc.flags, err, out, tc.want)
+		}
+	}
+}
+
 // absentGPU is a GPU backend no machine of this OS has: CUDA on macOS,
 // Metal elsewhere.
 func absentGPU() string {
