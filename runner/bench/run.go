@@ -427,10 +427,8 @@ func checkResume(s *suites.Suite, o Options, info bridge.DeviceInfo) (*results.R
 }
 
 // recordedCases are cases as a new run stores them (recordedCase). A model
-// case's tuned configs are looked up case by case, each lookup listing the
-// model's tensors (tens of milliseconds a case of Qwen3-30B-A3B, minutes
-// for a sweep of thousands), so a signal meanwhile stops the run at the
-// case in hand.
+// case's tuned configs are looked up case by case (seconds for a sweep of
+// thousands), so a signal meanwhile stops the run at the case in hand.
 func recordedCases(ctx context.Context, s *suites.Suite, o Options, cases []*prepared) ([]results.Case, error) {
 	rc := make([]results.Case, 0, len(cases))
 	for _, p := range cases {
