@@ -454,6 +454,10 @@ func TestRunsSaysWhatItLeftOut(t *testing.T) {
 		{[]string{"--limit", "3"}, 3, ""},
 		{nil, 3, ""},
 		{[]string{"--tag", "nope"}, 0, "no run in " + path + " matches the filters\n"},
+		// A typo of a suite the store holds is named, not read as a store
+		// without its runs.
+		{[]string{"--suite", "s11"}, 0, "no run in " + path + " matches the filters (--suite \"s11\": did you mean \"s1\"?)\n"},
+		{[]string{"--suite", "s1", "--kind", "tune"}, 0, "no run in " + path + " matches the filters\n"},
 		{[]string{"--format", "csv", "--limit", "1"}, 1, "listed the newest 1 run; more match (--limit 0 lists all)\n"},
 	} {
 		stdout, stderr, err := mtl(t, append([]string{"runs", "--db", path}, tc.args...)...)

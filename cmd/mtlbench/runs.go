@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/internal/plural"
+	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/reports/tidy"
@@ -87,13 +88,51 @@ func runsCommand() *cli.Command {
 				}
 				fmt.Fprintf(c.App.ErrWriter, "listed the newest %d %s; more match (--limit 0 lists all)\n", limit, noun)
 			case len(runs) == 0 && (filter.SuiteName != "" || filter.Kind != "" || len(filter.Tags) > 0):
-				fmt.Fprintf(c.App.ErrWriter, "no run in %s matches the filters\n", db.Path())
+				hint, err := runsFilterHint(db, filter)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.ErrWriter, "no run in %s matches the filters%s\n", db.Path(), hint)
 			case len(runs) == 0:
 				fmt.Fprintf(c.App.ErrWriter, "no runs in %s\n", db.Path())
 			}
 			return nil
 		},
 	}
+}
+
+// runsFilterHint names the suite and tags the store holds that a --suite or
+// --tag matching no run is close to (" (--suite \"benc\": did you mean
+// \"bench\"?)"), or "": a typo read as a store without such runs.
+func runsFilterHint(db *results.DB, f results.RunFilter) (string, error) {
+	all, err := db.Runs(results.RunFilter{})
+	if err != nil {
+		return "", err
+	}
+	var suiteNames, tags []string
+	for _, r := range all {
+		suiteNames = append(suiteNames, r.SuiteName)
+		if r.Tag != "" {
+			tags = append(tags, r.Tag)
+		}
+	}
+	var hints []string
+	if f.SuiteName != "" && !slices.Contains(suiteNames, f.SuiteName) {
+		if h := suggest.DidYouMean(f.SuiteName, suiteNames); h != "" {
+			hints = append(hints, fmt.Sprintf("--suite %q: %s", f.SuiteName, h))
+		}
+	}
+	for _, t := range f.Tags {
+		if !slices.Contains(tags, t) {
+			if h := suggest.DidYouMean(t, tags); h != "" {
+				hints = append(hints, fmt.Sprintf("--tag %q: %s", t, h))
+			}
+		}
+	}
+	if len(hints) == 0 {
+		return "", nil
+	}
+	return " (" + strings.Join(hints, "; ") + ")", nil
 }
 
 // runsTable lists runs: display cells, and as data every provenance field.
