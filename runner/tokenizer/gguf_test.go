@@ -525,8 +525,10 @@ func TestGGUFBadInput(t *testing.T) {
 // No GGUF file or text makes the tokenizer panic or hang.
 func FuzzFromGGUF(f *testing.F) {
 	addSeeds(f, filepath.Join("testdata", "gguf", "*.gguf"))
+	// One file, rewritten for each input (a worker runs them one at a
+	// time): a directory made and removed for each cost more than the load.
+	path := filepath.Join(f.TempDir(), "f.gguf")
 	f.Fuzz(func(t *testing.T, data []byte, text string) {
-		path := filepath.Join(t.TempDir(), "f.gguf")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
