@@ -300,12 +300,9 @@ func ggufUnused(f *gguf.File, used map[string]bool) error {
 	if len(extra) == 0 {
 		return nil
 	}
-	list := strings.Join(extra[:min(len(extra), 4)], ", ")
-	if len(extra) > 4 {
-		list += fmt.Sprintf(" and %d more", len(extra)-4)
-	}
-	return fmt.Errorf("%s: %d tensors are none of the %s model its metadata describes (%s): is general.architecture or %s.block_count wrong?",
-		f.Path, len(extra), arch, list, arch)
+	count, list := tensorsNamed(extra)
+	return fmt.Errorf("%s: %s none of the %s model its metadata describes (%s): is general.architecture or %s.block_count wrong?",
+		f.Path, count, arch, list, arch)
 }
 
 // ggufSplitExperts: f stores its experts a tensor each (blk.N.ffn_gate.E.weight)

@@ -26,16 +26,23 @@ func UnreadNote(src Source) string {
 	if len(names) == 0 {
 		return ""
 	}
-	list := strings.Join(names[:min(len(names), 4)], ", ")
+	count, list := tensorsNamed(names)
+	return fmt.Sprintf("%s not read, none of the %s model config.json describes (%s): if its \"architectures\" is wrong, the figures are another model's",
+		count, checkpointOf(src).unreadBy, list)
+}
+
+// tensorsNamed is "1 tensor is" or "N tensors are", and up to four of
+// names with the count of the rest: how the messages about tensors a model
+// does not read (UnreadNote, ggufUnused) count and name them.
+func tensorsNamed(names []string) (count, list string) {
+	list = strings.Join(names[:min(len(names), 4)], ", ")
 	if len(names) > 4 {
 		list += fmt.Sprintf(" and %d more", len(names)-4)
 	}
-	what := "tensors are"
 	if len(names) == 1 {
-		what = "tensor is"
+		return "1 tensor is", list
 	}
-	return fmt.Sprintf("%d %s not read, none of the %s model config.json describes (%s): if its \"architectures\" is wrong, the figures are another model's",
-		len(names), what, checkpointOf(src).unreadBy, list)
+	return fmt.Sprintf("%d tensors are", len(names)), list
 }
 
 // WarnUnread gives warn the one line every command that loads src says

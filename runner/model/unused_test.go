@@ -12,6 +12,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/internal/readfile/kindtest"
+	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -561,6 +562,27 @@ func TestHubRepositoryFolderNamesItsSnapshot(t *testing.T) {
 		want := "model folder " + dir + " has no config.json" + strings.ReplaceAll(tc.want, "DIR", dir)
 		if _, _, err := Open(Spec{Model: dir}); err == nil || err.Error() != want {
 			t.Errorf("%v, refs/main %q:\n got %v\nwant %s", tc.snapshots, tc.main, err, want)
+		}
+	}
+}
+
+// The tensors a GGUF file's model does not read are counted in words
+// that agree with the count: one tensor is, two tensors are.
+func TestGGUFUnusedCount(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"blk.1.a"}, "m.gguf: 1 tensor is none of the llama model its metadata describes (blk.1.a)"},
+		{[]string{"blk.1.a", "blk.1.b"}, "m.gguf: 2 tensors are none of the llama model its metadata describes (blk.1.a, blk.1.b)"},
+		{[]string{"a", "b", "c", "d", "e", "f"}, "m.gguf: 6 tensors are none of the llama model its metadata describes (a, b, c, d and 2 more)"},
+	} {
+		f := &gguf.File{Path: "m.gguf", KV: map[string]gguf.Value{"general.architecture": {Type: gguf.String, Str: "llama"}}}
+		for _, n := range tc.names {
+			f.Tensors = append(f.Tensors, gguf.TensorInfo{Name: n})
+		}
+		if err := ggufUnused(f, map[string]bool{}); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%d unread tensors: %v, want %q", len(tc.names), err, tc.want)
 		}
 	}
 }
