@@ -95,21 +95,20 @@ func splitInt(f *File, key string, lo, hi int64) (int64, bool, error) {
 }
 
 // partNames are the paths of the count parts of the split file path is
-// part no+1 of: its name with gguf-split's "-%05d-of-%05d" numbered anew.
+// part no+1 of: its name with gguf-split's "-%05d-of-%05d" numbered anew,
+// "-of-" and ".gguf" spelt as path spells them (a name matched regardless
+// of case is kept as the files are named: "-OF-" stays "-OF-").
 func partNames(path string, no, count int) ([]string, error) {
-	ext := ".gguf"
-	if len(path) >= len(ext) {
-		ext = path[len(path)-len(ext):]
-	}
 	suffix := fmt.Sprintf("-%05d-of-%05d.gguf", no+1, count)
 	if len(path) <= len(suffix) || !strings.EqualFold(path[len(path)-len(suffix):], suffix) {
 		return nil, fmt.Errorf("part %d of %d of a split GGUF file (split.no, split.count), but its name does not end in %q as gguf-split names the parts, so the others cannot be found: give the parts their written names, or merge them (llama-gguf-split --merge FIRST-PART OUT.gguf)",
 			no+1, count, suffix)
 	}
-	prefix := path[:len(path)-len(suffix)]
+	prefix, written := path[:len(path)-len(suffix)], path[len(path)-len(suffix):]
+	of, ext := written[6:10], written[len(written)-len(".gguf"):]
 	names := make([]string, count)
 	for i := range names {
-		names[i] = fmt.Sprintf("%s-%05d-of-%05d%s", prefix, i+1, count, ext)
+		names[i] = fmt.Sprintf("%s-%05d%s%05d%s", prefix, i+1, of, count, ext)
 	}
 	return names, nil
 }

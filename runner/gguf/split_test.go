@@ -165,3 +165,31 @@ func TestBadSplit(t *testing.T) {
 		})
 	}
 }
+
+// A split file's parts named in another case than gguf-split's ("-OF-",
+// ".GGUF") open from any part, and Path and Parts are the names the files
+// have.
+func TestOpenSplitNameCase(t *testing.T) {
+	for _, format := range []string{"model-%05d-OF-%05d.gguf", "model-%05d-Of-%05d.GGUF"} {
+		dir := t.TempDir()
+		var paths []string
+		for i, b := range [][]byte{splitPart(0, 2, 2, "a"), splitPart(1, 2, 2, "b")} {
+			p := filepath.Join(dir, fmt.Sprintf(format, i+1, 2))
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			paths = append(paths, p)
+		}
+		for _, p := range paths {
+			f, err := Open(p)
+			if err != nil {
+				t.Errorf("opened as %s: %v", p, err)
+				continue
+			}
+			if f.Path != paths[0] || strings.Join(f.Parts, " ") != strings.Join(paths, " ") || len(f.Tensors) != 2 {
+				t.Errorf("opened as %s: path %s, parts %v, %d tensors; want path %s, parts %v", p, f.Path, f.Parts, len(f.Tensors), paths[0], paths)
+			}
+			f.Close()
+		}
+	}
+}
