@@ -27,3 +27,14 @@ func Quote(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// Key is s for a key path a message names (w.shape, quantization.bits): s
+// bare where it has at most Most characters and %q would leave it as it
+// is, else Quote's; a file's key or tensor name of megabytes set in a path
+// is cut as Quote cuts it.
+func Key(s string) string {
+	if q := Quote(s); q != `"`+s+`"` {
+		return q
+	}
+	return s
+}

@@ -22,3 +22,19 @@ func TestQuote(t *testing.T) {
 		}
 	}
 }
+
+// A key is named bare where it is short and plain, else as Quote names it.
+func TestKey(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"w", "w"},
+		{"model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.up_proj.weight"},
+		{strings.Repeat("x", Most), strings.Repeat("x", Most)},
+		{strings.Repeat("x", Most+1), `"` + strings.Repeat("x", Most-3) + `..." (41 characters)`},
+		{"a\nb", `"a\nb"`},
+		{"a\x00", `"a\x00"`},
+	} {
+		if got := Key(c.in); got != c.want {
+			t.Errorf("Key(%.20q) = %.80s, want %.80s", c.in, got, c.want)
+		}
+	}
+}

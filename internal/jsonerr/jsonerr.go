@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
 )
 
@@ -392,9 +393,9 @@ func keyPath(prefix []byte) string {
 		case !f.obj:
 			fmt.Fprintf(&b, "[%d]", f.idx)
 		case b.Len() > 0:
-			b.WriteString("." + f.key)
+			b.WriteString("." + clip.Key(f.key))
 		default:
-			b.WriteString(f.key)
+			b.WriteString(clip.Key(f.key))
 		}
 	}
 	return b.String()

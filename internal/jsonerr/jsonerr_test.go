@@ -67,11 +67,14 @@ func TestExplain(t *testing.T) {
 		{`{"shape": [1, Infinity]}`, `shape[1] is Infinity (at line 1, column 15): a float that is not finite, which JSON has no number for; want a finite number`},
 		{`[NaN]`, `[0] is NaN (at line 1, column 2): a float that is not finite, which JSON has no number for; want a finite number`},
 		{`{"a": {"b": [1, {"c": 2}], "d": NaN}}`, `a.d is NaN (at line 1, column 33): a float that is not finite, which JSON has no number for; want a finite number`},
+		// A key of the file's set in the path is cut as internal/clip cuts
+		// it: a key of megabytes is not copied into the message.
+		{`{"a": {"` + strings.Repeat("k", 1<<20) + `": NaN}}`, `a."` + strings.Repeat("k", 37) + `..." (1048576 characters) is NaN (at line 1, column 1048588): a float that is not finite, which JSON has no number for; want a finite number`},
 	} {
 		var cfg config
 		err := Explain(json.Unmarshal([]byte(c.in), &cfg), []byte(c.in))
 		if err == nil || err.Error() != c.want {
-			t.Errorf("%s:\n got %v\nwant %s", c.in, err, c.want)
+			t.Errorf("%.200s:\n got %.400v\nwant %.400s", c.in, err, c.want)
 		}
 	}
 	// Without the text a place is a byte offset and a value is not quoted.

@@ -63,3 +63,18 @@ func TestConfigLongValuesClipped(t *testing.T) {
 		}
 	}
 }
+
+// A quantization module key of megabytes is quoted by the same rule where a
+// value under it is of the wrong type, as where it is named otherwise.
+func TestQuantKeyClipped(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	want := `config.json: quantization["` + strings.Repeat("x", 37) + `..." (1048576 characters)].bits is a JSON string ("8"), want a whole number`
+	_, err := parseMLXQuant("config.json", []byte(`{"quantization": {"group_size": 64, "bits": 4, "`+long+`": {"bits": "8"}}}`))
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		s := ""
+		if err != nil {
+			s = err.Error()
+		}
+		t.Errorf("error of %d bytes: %.300s, want %s", len(s), s, want)
+	}
+}

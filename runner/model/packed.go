@@ -314,7 +314,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 			if errors.As(err, &te) && te.Field == "" {
 				return nil, fmt.Errorf("%s: quantization[%s] is %s, want an object or a boolean", name, clip.Quote(k), quote(v))
 			}
-			return nil, fmt.Errorf("%s: %w", name, jsonerr.ExplainAt(err, v, fmt.Sprintf("quantization[%q]", k)))
+			return nil, fmt.Errorf("%s: %w", name, jsonerr.ExplainAt(err, v, "quantization["+clip.Quote(k)+"]"))
 		}
 		if q.Modules[k], err = read(fmt.Sprintf("%s: quantization[%s]", name, clip.Quote(k)), e); err != nil {
 			return nil, err

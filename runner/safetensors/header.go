@@ -232,7 +232,7 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 			}
 			var e rawEntry
 			if err := json.Unmarshal(fields, &e); err != nil {
-				return nil, nil, 0, fmt.Errorf("tensor %s: invalid entry: %w", clip.Quote(name), jsonerr.ExplainAt(err, raw, name))
+				return nil, nil, 0, fmt.Errorf("tensor %s: invalid entry: %w", clip.Quote(name), jsonerr.ExplainAt(err, raw, clip.Key(name)))
 			}
 			if err := missing(name, &e); err != nil {
 				return nil, nil, 0, err

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf16"
 
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
 )
@@ -202,7 +203,7 @@ func readMetadata(raw []byte) (map[string]string, error) {
 		case 'n':
 			// The safetensors library reads __metadata__ as a map of
 			// strings (HashMap<String, String>), and refuses a null.
-			return nil, fmt.Errorf("__metadata__[%s] is null, want a string", k)
+			return nil, fmt.Errorf("__metadata__[%s] is null, want a string", clip.Quote(unquote(k)))
 		default:
 			var s string
 			return nil, jsonerr.ExplainAt(json.Unmarshal(v, &s), v, "__metadata__")

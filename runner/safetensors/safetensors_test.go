@@ -167,6 +167,12 @@ var headerCases = []struct {
 	// not copied into the message.
 	{"a name of a megabyte", rawFile(`{"`+strings.Repeat("n", 1<<20)+`":{"dtype":"Q4_K","shape":[2],"data_offsets":[0,2]}}`, 2),
 		[]string{`tensor "` + strings.Repeat("n", 37) + `..." (1048576 characters): unknown dtype "Q4_K"`}},
+	// The same name set in the path of a field of the wrong type, and a
+	// __metadata__ key of a megabyte.
+	{"a name of a megabyte in a field's path", rawFile(`{"`+strings.Repeat("n", 1<<20)+`":{"dtype":"F32","shape":[1.5],"data_offsets":[0,6]}}`, 6),
+		[]string{`invalid entry: "` + strings.Repeat("n", 37) + `..." (1048576 characters).shape is a JSON number 1.5, want a whole number`}},
+	{"a metadata key of a megabyte", rawFile(`{"__metadata__":{"`+strings.Repeat("k", 1<<20)+`":null}}`, 0),
+		[]string{`__metadata__["` + strings.Repeat("k", 37) + `..." (1048576 characters)] is null, want a string`}},
 	{"a dtype of a megabyte", rawFile(`{"w":{"dtype":"`+strings.Repeat("Q", 1<<20)+`","shape":[2],"data_offsets":[0,2]}}`, 2),
 		[]string{`tensor "w": unknown dtype "` + strings.Repeat("Q", 37) + `..." (1048576 characters)`}},
 	{"a dtype of the format's not read", rawFile(`{"w":{"dtype":"F8_E4M3FNUZ","shape":[2],"data_offsets":[0,2]}}`, 2),
@@ -255,7 +261,7 @@ func TestOpenErrors(t *testing.T) {
 			}
 			for _, w := range append([]string{filepath.Base(path)}, tc.want...) {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
+					t.Errorf("error %.400q (%d bytes) lacks %q", err, len(err.Error()), w)
 				}
 			}
 		})
@@ -631,7 +637,7 @@ func TestOpenDirErrors(t *testing.T) {
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
+					t.Errorf("error %.400q (%d bytes) lacks %q", err, len(err.Error()), w)
 				}
 			}
 		})
