@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/internal/plural"
 )
 
 // Unread names the tensors of src's checkpoint folder that its model does
@@ -40,9 +42,9 @@ func tensorsNamed(names []string) (count, list string) {
 		list += fmt.Sprintf(" and %d more", len(names)-4)
 	}
 	if len(names) == 1 {
-		return "1 tensor is", list
+		return plural.Of(1, "tensor") + " is", list
 	}
-	return fmt.Sprintf("%d tensors are", len(names)), list
+	return plural.Of(len(names), "tensor") + " are", list
 }
 
 // WarnUnread gives warn the one line every command that loads src says
