@@ -26,7 +26,8 @@ import (
 //   - vocab entry of rank r is id r + N; only the first
 //     config.default_vocab_size - N entries are kept, and their ranks must
 //     be 0, 1, 2, ... with the first 256 the single bytes in order;
-//   - a text is split by the pattern, and each piece is its own token where
+//   - a text is split by the pattern, text between its matches dropped, as
+//     tiktoken drops it, and each piece is its own token where
 //     the vocabulary holds it whole, else its bytes merged pair by pair, the
 //     adjacent pair whose join has the lowest rank first (leftmost among
 //     equals), as tiktoken encodes;
@@ -185,8 +186,11 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 		id := int32(r + n)
 		t.pieceRanks[piece], t.vocab[piece], t.pieces[id] = r, id, piece
 	}
+	// tiktoken encodes the pattern's matches alone (find_iter over the
+	// text): text a pattern does not cover is dropped, not a piece as HF's
+	// Isolated keeps it. The matches inverted and the rest removed is that.
 	parts := []any{
-		map[string]any{"type": "Split", "pattern": map[string]string{"Regex": *c.Pattern}, "behavior": "Isolated", "invert": false},
+		map[string]any{"type": "Split", "pattern": map[string]string{"Regex": *c.Pattern}, "behavior": "Removed", "invert": true},
 		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
 	}
 	if t.preTok, err = readPreTokenizers(sequence("pretokenizers", parts)); err != nil {

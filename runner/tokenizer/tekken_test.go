@@ -288,6 +288,31 @@ func TestTekkenHandChecked(t *testing.T) {
 	}
 }
 
+// A pattern that does not cover the whole text encodes its matches alone,
+// as tiktoken's encode does (find_iter over the text): what lies between
+// them is dropped, where HF's Isolated split would keep it as a piece. The
+// published pattern covers every character (TestTekkenMatchesTiktoken).
+func TestTekkenPatternGaps(t *testing.T) {
+	const n = 20
+	for _, tc := range []struct {
+		name, pattern, text string
+		want                []int32
+	}{
+		{"digits not covered", `\p{L}+| `, "ab12 cd", []int32{'a' + n, 'b' + n, ' ' + n, 'c' + n, 'd' + n}},
+		{"a gap at each end", `b+`, "abba", []int32{'b' + n, 'b' + n}},
+		{"nothing matched", `z`, "abc", nil},
+		{"the whole text covered", `.`, "ab", []int32{'a' + n, 'b' + n}},
+	} {
+		f := tekkenFile()
+		f["config"].(map[string]any)["pattern"] = tc.pattern
+		tok := parseMap(t, f)
+		got, err := tok.Encode(tc.text, false)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: pattern %q over %q: %v, %v; want %v", tc.name, tc.pattern, tc.text, got, err, tc.want)
+		}
+	}
+}
+
 // tiktokenMerge is tiktoken's BPE as its definition reads: merge the
 // adjacent pair whose joined bytes have the lowest rank, leftmost among
 // equals, until no join is a token.
