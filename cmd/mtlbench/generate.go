@@ -226,6 +226,13 @@ func generateCommand() *cli.Command {
 			if err != nil && (c.IsSet("tokenizer") || c.IsSet("prompt")) {
 				return err
 			}
+			if tok != nil {
+				// What the file left to a default (a GGUF file's missing
+				// tokenizer.ggml.pre), said before any work, as llama.cpp says it.
+				for _, n := range tok.Notes() {
+					fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", n)
+				}
+			}
 			if err != nil && tokenizerBeside(c.String("model")) {
 				// The ids run without it; say why no text follows them.
 				_, lerr := tokenizer.Load(c.String("model"))

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/internal/gguftest"
 	"github.com/mtlbench/mtlbench/runner/tokenizer"
 )
 
@@ -398,5 +399,28 @@ func TestUnnamedWarning(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "lie within the tokenizer's 8192 ids but it has no text for them") || strings.Contains(stderr, "this model's?") {
 		t.Errorf("ids within the tokenizer's vocabulary, warned as:\n%s", stderr)
+	}
+}
+
+// A GGUF tokenizer with no tokenizer.ggml.pre is warned of, naming the file
+// and the key, as llama.cpp warns of it; the run goes on with llama.cpp's
+// "default" split.
+func TestGenerateWarnsNoPre(t *testing.T) {
+	data, err := gguftest.Bytes(gguftest.KV{Key: "tokenizer.ggml.model", Value: "gpt2"},
+		gguftest.KV{Key: "tokenizer.ggml.tokens", Value: []string{"a", "b", "ab"}},
+		gguftest.KV{Key: "tokenizer.ggml.merges", Value: []string{"a b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "nopre.gguf")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := mtl(t, "generate", "-m", "qwen3-moe-mini", "--layers", "1", "--backend", "cpu", "-n", "1", "--prompt", "ab", "--tokenizer", p)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if want := "mtlbench: warning: " + p + ": no tokenizer.ggml.pre: the text is split by llama.cpp's \"default\" pre-tokenizer"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr:\n%s\nwant %s", stderr, want)
 	}
 }

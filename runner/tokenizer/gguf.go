@@ -407,6 +407,10 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 			return ggufPre{}, fmt.Errorf("tokenizer.ggml.pre is a %s, want a string", v.Type)
 		}
 		name = v.Str
+	} else {
+		// llama.cpp warns of it too ("missing pre-tokenizer type"): a
+		// converter too old to know the model's split wrote the file.
+		t.notes = append(t.notes, fmt.Sprintf("%s: no tokenizer.ggml.pre: the text is split by llama.cpp's \"default\" pre-tokenizer, as llama.cpp splits it, which may not be the model's own split (prompts may encode to other tokens than the model was trained on); converting the model again with a current llama.cpp names it", f.Path))
 	}
 	pre, ok := ggufPres[name]
 	if why, known := ggufPresRefused[name]; !ok && known {

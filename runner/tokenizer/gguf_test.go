@@ -795,3 +795,34 @@ func TestGGUFFIMEndOfGeneration(t *testing.T) {
 		}
 	}
 }
+
+// A byte-level GGUF vocabulary with no tokenizer.ggml.pre is split by
+// llama.cpp's "default", as llama.cpp splits it, and says so in a note
+// naming the file and the key, where llama.cpp warns; one that names its
+// pre-tokenizer, and a SentencePiece one (no pre-tokenizer), say nothing.
+func TestGGUFNoPreNote(t *testing.T) {
+	tokens := kv{"tokenizer.ggml.tokens", []string{"a", "b", "ab"}}
+	merges := kv{"tokenizer.ggml.merges", []string{"a b"}}
+	for _, tc := range []struct {
+		name string
+		kvs  []kv
+		note bool
+	}{
+		{"gpt2 without pre", []kv{{"tokenizer.ggml.model", "gpt2"}, tokens, merges}, true},
+		{"gpt2 with pre", []kv{{"tokenizer.ggml.model", "gpt2"}, {"tokenizer.ggml.pre", "default"}, tokens, merges}, false},
+		{"llama", []kv{{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", []string{"<unk>", "<s>", "</s>", "a"}}}, false},
+	} {
+		path := ggufFile(t, tc.kvs...)
+		tok, err := Load(path)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		notes := tok.Notes()
+		switch {
+		case !tc.note && len(notes) > 0:
+			t.Errorf("%s: notes %q, want none", tc.name, notes)
+		case tc.note && (len(notes) != 1 || !strings.HasPrefix(notes[0], path+": no tokenizer.ggml.pre: the text is split by llama.cpp's \"default\" pre-tokenizer")):
+			t.Errorf("%s: notes %q, want one naming %s and tokenizer.ggml.pre", tc.name, notes, path)
+		}
+	}
+}

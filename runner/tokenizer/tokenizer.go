@@ -81,7 +81,17 @@ type Tokenizer struct {
 	tekken         bool
 	tekkenSpecials []string
 	eog            []int32
+	// notes are what the file left to a default that may not be the
+	// model's (Notes).
+	notes []string
 }
+
+// Notes are what the tokenizer's file left unsaid and was read by a
+// default that may not be the model's own, each naming the file and the
+// key, for the commands that encode text to warn of (generate): a GGUF
+// file with no tokenizer.ggml.pre, which llama.cpp warns of too. nil
+// otherwise.
+func (t *Tokenizer) Notes() []string { return t.notes }
 
 // Describe says what the tokenizer is and where it came from, for
 // mtlbench models: "BPE (tokenizer.json), 151669 tokens".
