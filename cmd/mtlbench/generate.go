@@ -12,11 +12,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/internal/clip"
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/bench"
@@ -247,6 +250,12 @@ func generateCommand() *cli.Command {
 			default:
 				if prompt, err = tok.Encode(text, true); err != nil {
 					return fmt.Errorf("--prompt: %w", err)
+				}
+				// A tekken.json pattern that does not cover the text drops
+				// what it leaves, as mistral-common does: said, not silent.
+				if gaps, err := tok.Dropped(text); err == nil && len(gaps) > 0 {
+					fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: --prompt: the tokenizer's tekken.json config.pattern leaves %s of the text between its matches, which are dropped as mistral-common drops them (the first: %s)\n",
+						plural.Of(utf8.RuneCountInString(strings.Join(gaps, "")), "character"), clip.Quote(gaps[0]))
 				}
 				if len(prompt) == 0 {
 					return fmt.Errorf("--prompt %q encodes to no tokens", text)

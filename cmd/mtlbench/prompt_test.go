@@ -424,3 +424,40 @@ func TestGenerateWarnsNoPre(t *testing.T) {
 		t.Errorf("stderr:\n%s\nwant %s", stderr, want)
 	}
 }
+
+// A tekken.json pattern that leaves text between its matches drops it, as
+// mistral-common does, and generate says so; the published pattern, which
+// covers every character, says nothing.
+func TestGenerateWarnsTekkenDropped(t *testing.T) {
+	var vocab []map[string]any
+	for i := range 256 {
+		vocab = append(vocab, map[string]any{"rank": i, "token_bytes": base64.StdEncoding.EncodeToString([]byte{byte(i)}), "token_str": nil})
+	}
+	for _, c := range []struct {
+		pattern, warn string
+	}{
+		{`\p{L}+`, `mtlbench: warning: --prompt: the tokenizer's tekken.json config.pattern leaves 3 characters of the text between its matches, which are dropped as mistral-common drops them (the first: "12 ")`},
+		{`.`, ""},
+	} {
+		data, err := json.Marshal(map[string]any{
+			"config": map[string]any{"pattern": c.pattern, "num_vocab_tokens": 256, "default_vocab_size": 276, "default_num_special_tokens": 20, "version": "v3"},
+			"vocab":  vocab,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "tekken.json")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, err := mtl(t, "generate", "-m", "qwen3-moe-mini", "--layers", "1", "--backend", "cpu", "-n", "1", "--prompt", "ab12 c", "--tokenizer", p)
+		switch {
+		case err != nil:
+			t.Errorf("pattern %s: %v\n%s", c.pattern, err, stderr)
+		case c.warn == "" && strings.Contains(stderr, "dropped"):
+			t.Errorf("pattern %s: stderr:\n%s\nwant no warning", c.pattern, stderr)
+		case c.warn != "" && !strings.Contains(stderr, c.warn):
+			t.Errorf("pattern %s: stderr:\n%s\nwant %s", c.pattern, stderr, c.warn)
+		}
+	}
+}

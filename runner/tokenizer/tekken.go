@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
@@ -142,7 +143,8 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 	if c.Pattern == nil || *c.Pattern == "" {
 		return nil, fmt.Errorf("config.pattern is missing or empty")
 	}
-	if _, _, err := (pattern{Regex: c.Pattern}).compile(); err != nil {
+	split, _, err := (pattern{Regex: c.Pattern}).compile()
+	if err != nil {
 		return nil, fmt.Errorf("config.pattern: %w", err)
 	}
 	n, size := int(*c.NumSpecial), int(*c.DefaultVocabSize)
@@ -160,7 +162,7 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 	}
 	t := &Tokenizer{vocab: make(map[string]int32, inner), pieces: make(map[int32]string, inner),
 		pieceRanks: make(map[string]int, inner), size: size, unk: -1, special: map[int32]bool{},
-		ignoreMerges: true, tekken: true, tekkenSpecials: specials, kind: "Tekken byte-level BPE (tekken.json " + version + ")"}
+		ignoreMerges: true, tekken: true, tekkenSpecials: specials, tekkenSplit: split, kind: "Tekken byte-level BPE (tekken.json " + version + ")"}
 	for i := range specials {
 		t.special[int32(i)] = true
 	}
@@ -284,4 +286,26 @@ func (t *Tokenizer) decodeTekken(ids []int32, skipSpecial bool) string {
 	}
 	flush()
 	return sb.String()
+}
+
+// Dropped is the text a tekken.json's config.pattern leaves between its
+// matches in text, stretch by stretch, which Encode drops as tiktoken
+// drops it (mistral-common's encode loses it too): for the commands that
+// encode a prompt to warn of. nil where the pattern covers the text, as
+// every published one does, and for every other kind of tokenizer.
+func (t *Tokenizer) Dropped(text string) ([]string, error) {
+	if t.tekkenSplit == nil {
+		return nil, nil
+	}
+	segs, err := matchSegments(t.tekkenSplit, text, time.Now().Add(encodeBudget))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, g := range segs {
+		if !g.match && g.hi > g.lo {
+			out = append(out, text[g.lo:g.hi])
+		}
+	}
+	return out, nil
 }

@@ -297,11 +297,12 @@ func TestTekkenPatternGaps(t *testing.T) {
 	for _, tc := range []struct {
 		name, pattern, text string
 		want                []int32
+		dropped             []string // what Dropped says, for a warning
 	}{
-		{"digits not covered", `\p{L}+| `, "ab12 cd", []int32{'a' + n, 'b' + n, ' ' + n, 'c' + n, 'd' + n}},
-		{"a gap at each end", `b+`, "abba", []int32{'b' + n, 'b' + n}},
-		{"nothing matched", `z`, "abc", nil},
-		{"the whole text covered", `.`, "ab", []int32{'a' + n, 'b' + n}},
+		{"digits not covered", `\p{L}+| `, "ab12 cd", []int32{'a' + n, 'b' + n, ' ' + n, 'c' + n, 'd' + n}, []string{"12"}},
+		{"a gap at each end", `b+`, "abba", []int32{'b' + n, 'b' + n}, []string{"a", "a"}},
+		{"nothing matched", `z`, "abc", nil, []string{"abc"}},
+		{"the whole text covered", `.`, "ab", []int32{'a' + n, 'b' + n}, nil},
 	} {
 		f := tekkenFile()
 		f["config"].(map[string]any)["pattern"] = tc.pattern
@@ -310,6 +311,16 @@ func TestTekkenPatternGaps(t *testing.T) {
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("%s: pattern %q over %q: %v, %v; want %v", tc.name, tc.pattern, tc.text, got, err, tc.want)
 		}
+		if d, err := tok.Dropped(tc.text); err != nil || !slices.Equal(d, tc.dropped) {
+			t.Errorf("%s: Dropped(%q) = %q, %v; want %q", tc.name, tc.text, d, err, tc.dropped)
+		}
+	}
+	// The published pattern, and a tokenizer of another kind, drop nothing.
+	if d, err := parseMap(t, tekkenFile()).Dropped("ab12 cd\n\t é 🙂"); err != nil || d != nil {
+		t.Errorf("the published pattern drops %q, %v", d, err)
+	}
+	if d, err := (&Tokenizer{}).Dropped("ab"); err != nil || d != nil {
+		t.Errorf("another tokenizer drops %q, %v", d, err)
 	}
 }
 

@@ -22,6 +22,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/dlclark/regexp2"
+
 	"github.com/mtlbench/mtlbench/internal/clip"
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
@@ -80,6 +82,7 @@ type Tokenizer struct {
 	// (decodeTekken); eog are the ids its file says end a generation.
 	tekken         bool
 	tekkenSpecials []string
+	tekkenSplit    *regexp2.Regexp // config.pattern, for Dropped
 	eog            []int32
 	// notes are what the file left to a default that may not be the
 	// model's (Notes).
