@@ -23,7 +23,9 @@ import (
 // 256; 4352, 17 super-blocks); rows shared by a simdgroup's lanes (short
 // rows) and not (K = 1184, 1280). The same rows in the prefill tiles
 // (qmatmul_mm at 70 rows of x, quant.metal q_values) and the grouped
-// expert tiles (37 tokens: qmoe_mm_gate_up, qmoe_mm_down).
+// expert tiles (37 tokens: qmoe_mm_gate_up, qmoe_mm_down). Q4_K's GEMV
+// units share their super-block's header words between lanes, so its rows
+// of 1, 3, 5 and 17 super-blocks run both lane layouts and chunks.
 func TestGGUFBlockGEMV(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	type shape struct{ m, n, k int }
@@ -41,6 +43,7 @@ func TestGGUFBlockGEMV(t *testing.T) {
 		{ops.Q6_K, super, 768, 1280},
 		{ops.Q3_K, super, 768, 1280},
 		{ops.Q2_K, super, 768, 1280},
+		{ops.Q4_K, super, 768, 1280},
 	} {
 		for _, s := range c.shapes {
 			checkOp(t, be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: s.m, ops.N: s.n, ops.K: s.k}})
@@ -69,6 +72,10 @@ func TestGGUFBlockGEMV(t *testing.T) {
 // after their exponent (q_run_words<4, 1, true>: an 8-byte word, a uint,
 // two ushorts and a uchar), holds 3.71 bytes a load and 41 critical loads
 // (3.10 and 49 with the exponent a uchar apart, 1.11 and 137 as uchars).
+// Q4_K, whose four units of a super-block each load one word of its
+// 16-byte header and share them by simd_shuffle_xor, holds 12.31 bytes a
+// load, 13 critical loads and every lane busy (7.83, 25 and 29.4 lanes a
+// load when each unit read its own scale ushorts, 2 or 3 of them).
 func TestGGUFBlockWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates a 4096x4096 GEMV")
@@ -86,6 +93,7 @@ func TestGGUFBlockWitness(t *testing.T) {
 		{ops.Q3_K, 2.8, 61, 25.6},
 		{ops.Q2_K, 3.3, 33, 25.6},
 		{ops.MXFP4, 3.6, 41, 25.6},
+		{ops.Q4_K, 12.3, 13, 25.6},
 	} {
 		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 4096}})
 		if err != nil {
@@ -96,8 +104,9 @@ func TestGGUFBlockWitness(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("%s: witness %v (counted %v)", c.dt, err, ok)
 		}
-		t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, %.1f simdgroups/core, traffic %.3f, footprint %.3f",
-			c.dt, w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, w.SimdgroupsPerCore, w.Efficiency, w.FootprintEfficiency(w.Ideal))
+		t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, %.1f simdgroups/core, counted %.2f MB, traffic %.3f, footprint %.3f",
+			c.dt, w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, w.SimdgroupsPerCore, float64(w.Cost.Bytes())/1e6,
+			w.Efficiency, w.FootprintEfficiency(w.Ideal))
 		if w.BytesPerLoad() < c.minBytes || w.CriticalLoads > c.maxCritical || w.SimdgroupsPerCore < c.minSimdgroups ||
 			w.LanesPerLoad() < 32 || w.FootprintEfficiency(w.Ideal) < 1 {
 			t.Errorf("%s: %.2f B/load (want >= %.1f), %d critical loads (want <= %d), %.1f simdgroups/core (want >= %.1f), %.1f lanes/load (want 32), footprint efficiency %.3f (want 1)",
@@ -184,6 +193,13 @@ func TestGGUFBlockTileWitness(t *testing.T) {
 		{ops.IQ4_XS, held{12.5, 640}, held{9.8, 227}},
 		{ops.NVFP4, held{13.6, 512}, held{10.7, 203}},
 		{ops.MXFP8, held{13.8, 640}, held{11.5, 227}},
+		{ops.IQ2_XXS, held{0, 99999}, held{0, 9999}},
+		{ops.IQ2_XS, held{0, 99999}, held{0, 9999}},
+		{ops.IQ2_S, held{0, 99999}, held{0, 9999}},
+		{ops.IQ3_XXS, held{0, 99999}, held{0, 9999}},
+		{ops.IQ3_S, held{0, 99999}, held{0, 9999}},
+		{ops.IQ1_S, held{0, 99999}, held{0, 9999}},
+		{ops.IQ1_M, held{0, 99999}, held{0, 9999}},
 	} {
 		for _, k := range []struct {
 			name string

@@ -397,19 +397,31 @@ inline void q4k_scale_min(int j, thread const uchar* q, thread float& sc, thread
 // Q4_K, unit u: chunk j = u%4 of super-block u/4, sub-block 2j in its 32
 // bytes' low nibbles and 2j+1 in their high ones. Their 6-bit scales and
 // mins (q4k_scale_min) take scale bytes 2j, 2j+1, 2j+4, 2j+5 and, from
-// j = 2 on, 2j-4, 2j-3: read as ushorts, with d and dmin as one uint.
+// j = 2 on, 2j-4, 2j-3, a count that differs between units: so the four
+// units of a super-block each load one word of its 16-byte header (d and
+// dmin, then the 12 scale bytes), word j, and take the other three from
+// their neighbours by simd_shuffle_xor. They sit in lanes 4m..4m+3 in
+// order, every lane active: a row's units start at lane 0 of its lanes
+// (q_rows: its own 32 or an aligned block of at least 4), a staged chunk
+// is a multiple of 256 values, and a row's units a multiple of 4. Every
+// lane issues the same three loads, 36 bytes a unit where ushorts read 40
+// or 42 in 5 or 6 (docs/metal-kernels.md, "Packed weights").
 template <>
 inline void q_unit<QF_Q4_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
   device const uchar* blk = row.w + (u / 4) * 144;
   const uint j = u % 4;
-  const float2 dm = float2(as_type<half2>(*(device const uint*)blk));
-  device const ushort* hs = (device const ushort*)(blk + 4);
-  uchar sc[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  for (uint i = (j >= 2 ? j - 2 : j); i <= j + 2; i += 2) {
-    const ushort v = hs[i];
-    sc[2 * i] = uchar(v & 0xff);
-    sc[2 * i + 1] = uchar(v >> 8);
+  const uint hv = *(device const uint*)(blk + 4 * j);
+  const uint h1 = simd_shuffle_xor(hv, 1), h2 = simd_shuffle_xor(hv, 2), h3 = simd_shuffle_xor(hv, 3);
+  uint hw[4]; // word k of the header comes from the lane of unit k: j ^ (j ^ k)
+  for (uint k = 0; k < 4; k++) {
+    const uint m = j ^ k;
+    hw[k] = m == 0 ? hv : (m == 1 ? h1 : (m == 2 ? h2 : h3));
+  }
+  const float2 dm = float2(as_type<half2>(hw[0]));
+  uchar sc[12];
+  for (int i = 0; i < 12; i++) {
+    sc[i] = uchar((hw[1 + i / 4] >> (8 * (i % 4))) & 0xffu);
   }
   device const uint4* p = (device const uint4*)(blk + 16 + 32 * j);
   const uint4 q0 = p[0], q1 = p[1];
