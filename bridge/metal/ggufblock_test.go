@@ -23,7 +23,10 @@ import (
 // 256; 4352, 17 super-blocks); rows shared by a simdgroup's lanes (short
 // rows) and not (K = 1184, 1280). The same rows in the prefill tiles
 // (qmatmul_mm at 70 rows of x, quant.metal q_values) and the grouped
-// expert tiles (37 tokens: qmoe_mm_gate_up, qmoe_mm_down). Q4_K's GEMV
+// expert tiles (37 tokens: qmoe_mm_gate_up, qmoe_mm_down). The IQ grid
+// formats' 8-byte index runs (q_run_words<2>; IQ1_M's 8-byte-aligned
+// blocks beside them) in 66- to 110-byte blocks, at the super-block rows'
+// alignments. Q4_K's GEMV
 // units share their super-block's header words between lanes, so its rows
 // of 1, 3, 5 and 17 super-blocks run both lane layouts and chunks.
 func TestGGUFBlockGEMV(t *testing.T) {
@@ -44,6 +47,11 @@ func TestGGUFBlockGEMV(t *testing.T) {
 		{ops.Q3_K, super, 768, 1280},
 		{ops.Q2_K, super, 768, 1280},
 		{ops.Q4_K, super, 768, 1280},
+		{ops.IQ2_XXS, super, 768, 1280},
+		{ops.IQ2_XS, super, 768, 1280},
+		{ops.IQ3_XXS, super, 768, 1280},
+		{ops.IQ3_S, super, 768, 1280},
+		{ops.IQ1_M, super, 768, 1280},
 	} {
 		for _, s := range c.shapes {
 			checkOp(t, be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: s.m, ops.N: s.n, ops.K: s.k}})
@@ -75,7 +83,12 @@ func TestGGUFBlockGEMV(t *testing.T) {
 // Q4_K, whose four units of a super-block each load one word of its
 // 16-byte header and share them by simd_shuffle_xor, holds 12.31 bytes a
 // load, 13 critical loads and every lane busy (7.83, 25 and 29.4 lanes a
-// load when each unit read its own scale ushorts, 2 or 3 of them).
+// load when each unit read its own scale ushorts, 2 or 3 of them). The IQ
+// grid formats whose units read 8 bytes of grid indices in q_run_words<2>'s
+// uint and two ushorts hold 2.91, 2.54, 2.61 and 2.22 bytes a load and 33,
+// 41, 49 and 65 critical loads (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S; as ushorts
+// 2.34, 2.12, 2.25, 1.97 and 41, 49, 57, 73); IQ2_S, IQ1_S and IQ1_M, with
+// no such run, what they count (docs/metal-kernels.md, "IQ formats").
 func TestGGUFBlockWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates a 4096x4096 GEMV")
@@ -94,6 +107,13 @@ func TestGGUFBlockWitness(t *testing.T) {
 		{ops.Q2_K, 3.3, 33, 25.6},
 		{ops.MXFP4, 3.6, 41, 25.6},
 		{ops.Q4_K, 12.3, 13, 25.6},
+		{ops.IQ2_XXS, 2.9, 33, 25.6},
+		{ops.IQ2_XS, 2.5, 41, 25.6},
+		{ops.IQ3_XXS, 2.6, 49, 25.6},
+		{ops.IQ3_S, 2.2, 65, 25.6},
+		{ops.IQ2_S, 1.9, 57, 25.6},
+		{ops.IQ1_S, 2.4, 33, 25.6},
+		{ops.IQ1_M, 2.1, 49, 25.6},
 	} {
 		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, DType: c.dt, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 4096}})
 		if err != nil {
@@ -167,7 +187,10 @@ func TestPackedGEMVKeepsItsStaging(t *testing.T) {
 // block of 64 tokens grouped by expert: read a byte or a ushort at a time,
 // the GEMM took 1.6 to 3.5 bytes a load and 2816 to 12672 critical loads,
 // the MoE block 1.3 to 2.2 and 635 to 2483 (docs/metal-kernels.md, "The
-// tiled GEMM's loads").
+// tiled GEMM's loads"). The IQ grid formats' units (q_iq, shared with the
+// GEMVs) read 8-byte index runs in q_run_words<2>: as ushorts IQ2_XXS,
+// IQ2_XS, IQ3_XXS and IQ3_S took 8.22, 7.50, 7.09 and 6.15 bytes a load and
+// 896, 1024, 1152 and 1408 critical loads in the GEMM ("IQ formats").
 func TestGGUFBlockTileWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates 64-row prefill GEMMs")
@@ -193,13 +216,13 @@ func TestGGUFBlockTileWitness(t *testing.T) {
 		{ops.IQ4_XS, held{12.5, 640}, held{9.8, 227}},
 		{ops.NVFP4, held{13.6, 512}, held{10.7, 203}},
 		{ops.MXFP8, held{13.8, 640}, held{11.5, 227}},
-		{ops.IQ2_XXS, held{0, 99999}, held{0, 9999}},
-		{ops.IQ2_XS, held{0, 99999}, held{0, 9999}},
-		{ops.IQ2_S, held{0, 99999}, held{0, 9999}},
-		{ops.IQ3_XXS, held{0, 99999}, held{0, 9999}},
-		{ops.IQ3_S, held{0, 99999}, held{0, 9999}},
-		{ops.IQ1_S, held{0, 99999}, held{0, 9999}},
-		{ops.IQ1_M, held{0, 99999}, held{0, 9999}},
+		{ops.IQ2_XXS, held{9.2, 768}, held{6.1, 251}},
+		{ops.IQ2_XS, held{8.3, 896}, held{5.4, 275}},
+		{ops.IQ3_XXS, held{7.8, 1024}, held{5.1, 299}},
+		{ops.IQ3_S, held{6.6, 1280}, held{4.3, 347}},
+		{ops.IQ2_S, held{6.9, 1152}, held{4.3, 323}},
+		{ops.IQ1_S, held{9.0, 768}, held{5.7, 251}},
+		{ops.IQ1_M, held{7.5, 1024}, held{4.7, 299}},
 	} {
 		for _, k := range []struct {
 			name string

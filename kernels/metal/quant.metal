@@ -176,11 +176,14 @@ template <int N> inline float q_block_words(device const uchar* blk, uint w8, th
 // same loads: that byte and the run's first (odd start) or its last two (even
 // start) are an aligned ushort, the other uchar the run's last byte or the
 // lead, so the 4N + 1 bytes take (N - 2)/2 + 4 loads too; it returns the
-// lead byte (0 without LEAD).
+// lead byte (0 without LEAD). An 8-byte run (N = 2, G = 2: the IQ grid
+// formats' index runs) takes the uint and the two ushorts alone, 3 loads
+// where ushorts took 4.
 // qw[i] gets the run's bytes 4i..4i+3, little-endian.
 template <int N, int G = 2, bool LEAD = false>
 inline uint q_run_words(device const uchar* run, uint w8, thread uint* qw) {
-  static_assert(N >= 4 && N % 2 == 0, "a run of at least one 8-byte word, a uint and two ushorts");
+  static_assert(N % 2 == 0 && (N >= 4 || (N == 2 && G == 2)),
+                "a run of at least one 8-byte word, a uint and two ushorts, or 2-byte aligned a uint and two ushorts");
   static_assert(G == 1 || G == 2 || G == 4, "a run 1-, 2- or 4-byte aligned");
   static_assert(!LEAD || G == 1, "a lead byte beside a byte-aligned run only");
   constexpr int D = (N - 2) / 2;
@@ -190,7 +193,7 @@ inline uint q_run_words(device const uchar* run, uint w8, thread uint* qw) {
   const uint iu = a == 0 ? uint(4 * D) : (a == 2 ? 1u : (a == 4 ? 0u : uint(4 * D + 1))); // the uint's
   const uint i0 = a == 2 || a == 6 ? 0u : uint(2 * N - 2);                     // the first ushort's
   device const uint2* pr = (device const uint2*)(run + o + 2 * r);
-  uint R[2 * D];
+  uint R[D > 0 ? 2 * D : 1]; // an 8-byte run (N = 2) has no words
   for (int i = 0; i < D; i++) {
     const uint2 v = pr[i];
     R[2 * i] = v.x;
@@ -788,10 +791,12 @@ inline void q_unit<QF_Q2_K>(QRow row, uint u, constant QMatArgs& a, threadgroup 
 // ---------------------------------------------------------------------------
 // The IQ grid formats (kernels/quant iq.go, which defines their layouts):
 // unit u is values 32·(u%8).. of super-block u/8. The super-blocks are
-// 2-byte aligned (66, 74, 82, 98, 110, 50 bytes: read as ushorts and
-// uchars), IQ1_M's 8 (56 bytes: uints). q_iq decodes unit j of super-block
-// b into 32 signed codes (grid values, or IQ1's 8·g ± 1) and the scales of
-// its two halves, w = s·code, reading only the unit's bytes and d.
+// 2-byte aligned (66, 74, 82, 98, 110, 50 bytes: a unit's 8-byte runs of
+// indices in q_run_words<2>'s uint and two ushorts, 4-byte runs as two
+// ushorts, single bytes as uchars), IQ1_M's 8 (56 bytes: uints). q_iq
+// decodes unit j of super-block b into 32 signed codes (grid values, or
+// IQ1's 8·g ± 1) and the scales of its two halves, w = s·code, reading only
+// the unit's bytes and d.
 // ---------------------------------------------------------------------------
 
 // q_ksign is sign mask s of IQ2_XXS, IQ2_XS and IQ3_XXS: 7 stored bits, the
@@ -872,17 +877,20 @@ template <class T> struct QGridShared {
   T operator[](uint i) const { return rows[i]; }
 };
 
-// q_iq(QFormat<F>(), grid, b, j, q, s0, s1) decodes unit j of F's
-// super-block b (overloads by format, each templated on its grid's
-// accessor G).
+// q_iq(QFormat<F>(), grid, b, w8, j, q, s0, s1) decodes unit j of F's
+// super-block b, w8 its offset mod 8 from its bound buffer (QRow), which
+// places the 8-byte index runs' loads (q_run_words<2>) (overloads by
+// format, each templated on its grid's accessor G).
 template <int F> struct QFormat {};
 
 // IQ2_XXS: unit j is 8 bytes at 2+8j: four grid indices, then four 7-bit
 // sign masks under a 4-bit scale.
 template <class G>
-inline void q_iq(QFormat<QF_IQ2_XXS>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
-                 thread float& s1) {
-  const uint idx = q_u32(b + 2 + 8 * j), aux = q_u32(b + 6 + 8 * j);
+inline void q_iq(QFormat<QF_IQ2_XXS>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                 thread float& s0, thread float& s1) {
+  uint r[2];
+  q_run_words<2>(b + 2 + 8 * j, w8 + 2 + 8 * j, r);
+  const uint idx = r[0], aux = r[1];
   for (int l = 0; l < 4; l++) {
     q_grid8(grid[(idx >> (8 * l)) & 255u], q_ksign(aux >> (7 * l)), q + 8 * l);
   }
@@ -899,11 +907,12 @@ inline void q_iq2_halves(float d, uint sc, thread float& s0, thread float& s1) {
 // IQ2_XS: four ushorts at 2+8j (9-bit index, 7-bit sign mask) and scale
 // byte 66+j, a nibble a half.
 template <class G>
-inline void q_iq(QFormat<QF_IQ2_XS>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
-                 thread float& s1) {
-  device const ushort* p = (device const ushort*)(b + 2 + 8 * j);
+inline void q_iq(QFormat<QF_IQ2_XS>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                 thread float& s0, thread float& s1) {
+  uint r[2];
+  q_run_words<2>(b + 2 + 8 * j, w8 + 2 + 8 * j, r);
   for (int l = 0; l < 4; l++) {
-    const uint v = p[l];
+    const uint v = (r[l / 2] >> (16 * (l % 2))) & 0xffffu;
     q_grid8(grid[v & 511u], q_ksign(v >> 9), q + 8 * l);
   }
   q_iq2_halves(q_half(b), b[66 + j], s0, s1);
@@ -912,8 +921,8 @@ inline void q_iq(QFormat<QF_IQ2_XS>, G grid, device const uchar* b, uint j, thre
 // IQ2_S: index bytes 2+4j.., sign bytes 34+4j.., the indices' high bit
 // pairs in byte 66+j and the scale nibbles in byte 74+j.
 template <class G>
-inline void q_iq(QFormat<QF_IQ2_S>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
-                 thread float& s1) {
+inline void q_iq(QFormat<QF_IQ2_S>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                 thread float& s0, thread float& s1) {
   const uint qs = q_u32(b + 2 + 4 * j), signs = q_u32(b + 34 + 4 * j), qh = b[66 + j];
   for (int l = 0; l < 4; l++) {
     const uint i = ((qs >> (8 * l)) & 255u) | ((qh >> (2 * l)) & 3u) << 8;
@@ -925,12 +934,13 @@ inline void q_iq(QFormat<QF_IQ2_S>, G grid, device const uchar* b, uint j, threa
 // IQ3_XXS: eight index bytes at 2+8j (4-value rows), and at 66+4j four
 // 7-bit sign masks (one per 8 values) under a 4-bit scale.
 template <class G>
-inline void q_iq(QFormat<QF_IQ3_XXS>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
-                 thread float& s1) {
-  device const ushort* p = (device const ushort*)(b + 2 + 8 * j);
+inline void q_iq(QFormat<QF_IQ3_XXS>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                 thread float& s0, thread float& s1) {
+  uint r[2];
+  q_run_words<2>(b + 2 + 8 * j, w8 + 2 + 8 * j, r);
   const uint aux = q_u32(b + 66 + 4 * j);
   for (int l = 0; l < 4; l++) {
-    const uint v = p[l], sign = q_ksign(aux >> (7 * l));
+    const uint v = (r[l / 2] >> (16 * (l % 2))) & 0xffffu, sign = q_ksign(aux >> (7 * l));
     q_grid4(grid[v & 255u], sign, q + 8 * l);
     q_grid4(grid[v >> 8], sign >> 4, q + 8 * l + 4);
   }
@@ -940,9 +950,10 @@ inline void q_iq(QFormat<QF_IQ3_XXS>, G grid, device const uchar* b, uint j, thr
 // IQ3_S: eight index bytes at 2+8j with their high bits in byte 66+j, four
 // sign bytes at 74+4j (a nibble a row), the scale nibble j of bytes 106...
 template <class G>
-inline void q_iq(QFormat<QF_IQ3_S>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
-                 thread float& s1) {
-  const uint qs[2] = {q_u32(b + 2 + 8 * j), q_u32(b + 6 + 8 * j)}; // each byte read once
+inline void q_iq(QFormat<QF_IQ3_S>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                 thread float& s0, thread float& s1) {
+  uint qs[2]; // each byte read once
+  q_run_words<2>(b + 2 + 8 * j, w8 + 2 + 8 * j, qs);
   const uint qh = b[66 + j], signs = q_u32(b + 74 + 4 * j);
   for (int l = 0; l < 8; l++) {
     const uint i = ((qs[l / 4] >> (8 * (l % 4))) & 255u) | ((qh >> l) & 1u) << 8;
@@ -955,8 +966,8 @@ inline void q_iq(QFormat<QF_IQ3_S>, G grid, device const uchar* b, uint j, threa
 // IQ1_S: four index bytes at 2+4j, and the ushort at 34+2j: four 3-bit
 // high index parts, a 3-bit scale and the sign of the unit's offset.
 template <class G>
-inline void q_iq(QFormat<QF_IQ1_S>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
-                 thread float& s1) {
+inline void q_iq(QFormat<QF_IQ1_S>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                 thread float& s0, thread float& s1) {
   const uint qs = q_u32(b + 2 + 4 * j), qh = *(device const ushort*)(b + 34 + 2 * j);
   const int off = qh & 0x8000u ? -1 : 1;
   for (int l = 0; l < 4; l++) {
@@ -970,8 +981,8 @@ inline void q_iq(QFormat<QF_IQ1_S>, G grid, device const uchar* b, uint j, threa
 // 48, ushort j/2 holding the unit's two 3-bit scales; d is their top
 // nibbles, so a unit reads its own ushort and the other three's high bytes.
 template <class G>
-inline void q_iq(QFormat<QF_IQ1_M>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
-                 thread float& s1) {
+inline void q_iq(QFormat<QF_IQ1_M>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                 thread float& s0, thread float& s1) {
   const uint qs = *(device const uint*)(b + 4 * j), qh = *(device const ushort*)(b + 32 + 2 * j);
   const uint sw = *(device const ushort*)(b + 48 + 2 * (j / 2));
   uint dh = 0;
@@ -993,7 +1004,8 @@ template <int F, class G>
 inline void q_iq_unit(G grid, QRow row, uint u, threadgroup const float* x, uint xstride, int cols,
                       thread float* acc) {
   float q[32], s0, s1;
-  q_iq(QFormat<F>(), grid, row.w + ulong(u / 8) * QBlockBytes<F>::bytes, u % 8, q, s0, s1);
+  q_iq(QFormat<F>(), grid, row.w + ulong(u / 8) * QBlockBytes<F>::bytes, row.w8 + (u / 8) * QBlockBytes<F>::bytes,
+       u % 8, q, s0, s1);
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
     float a0 = 0.0f, a1 = 0.0f;
@@ -1673,7 +1685,8 @@ template <> inline void q_values<QF_Q2_K>(QRow q, uint i0, constant QMatArgs& a,
 // scaled (exactly kernels/quant's s·code).
 template <int F> inline void q_iq_values(QRow q, uint i0, thread float* v) {
   float c[32], s0, s1;
-  q_iq(QFormat<F>(), QGridConst<F>(), q.w + ulong(i0 / 256) * QBlockBytes<F>::bytes, (i0 % 256) / 32, c, s0, s1);
+  q_iq(QFormat<F>(), QGridConst<F>(), q.w + ulong(i0 / 256) * QBlockBytes<F>::bytes,
+       q.w8 + (i0 / 256) * QBlockBytes<F>::bytes, (i0 % 256) / 32, c, s0, s1);
   for (int l = 0; l < 16; l++) {
     v[l] = s0 * c[l];
     v[16 + l] = s1 * c[16 + l];
