@@ -314,14 +314,61 @@ template <int BITS> inline void q_affine_codes(device const uchar* unit, thread 
   }
 }
 
+// q_scale_raw is scale or bias i's bits (a ushort, or a float's uint);
+// q_scale_of their value (q_scale).
+inline uint q_scale_raw(device const uchar* s, uint i) {
+  return q_scale_dt == 0 ? *((device const uint*)s + i) : uint(*((device const ushort*)s + i));
+}
+inline float q_scale_of(uint v) {
+  return q_scale_dt == 1 ? float(as_type<half>(ushort(v))) : (q_scale_dt == 2 ? as_type<float>(v << 16) : as_type<float>(v));
+}
+
+// q_affine_pair gives unit u's scale and bias. Where a row is an even number
+// of units (k a multiple of 64), q_rows puts its units in lane pairs, the
+// even unit in the even lane, every pair active together: a staged chunk is
+// a multiple of 256 values and a row's units start at lane 0 of its lanes
+// (its own 32, or an aligned block of at least 2). The pair then shares its
+// loads: in groups of 64 or more both units are in one group, so the even
+// lane loads the scale and the odd the bias; in groups of 32 the even lane
+// loads both units' scales in one load (4-byte aligned: rows of an even
+// number of groups, tensors 16-byte aligned) and the odd their biases. Each
+// lane takes the other's by simd_shuffle_xor: one load where it read two
+// (docs/metal-kernels.md, "Packed weights").
+inline void q_affine_pair(QRow row, uint u, constant QMatArgs& a, thread float& sc, thread float& bi) {
+  const uint g = u >> a.group_shift;
+  if (a.k % 64 != 0) {
+    sc = q_scale(row.s, g);
+    bi = q_scale(row.b, g);
+    return;
+  }
+  const uint p = u & 1u;
+  device const uchar* src = p == 0 ? row.s : row.b;
+  uint2 mine; // the pair's two values (groups of 32: units u & ~1 and u | 1), or one twice
+  if (a.group_shift == 0) {
+    if (q_scale_dt == 0) {
+      mine = *((device const uint2*)src + g / 2);
+    } else {
+      const uint v = *((device const uint*)src + g / 2);
+      mine = uint2(v & 0xffffu, v >> 16);
+    }
+  } else {
+    const uint v = q_scale_raw(src, g);
+    mine = uint2(v, v);
+  }
+  const uint2 other = uint2(simd_shuffle_xor(mine.x, 1), simd_shuffle_xor(mine.y, 1));
+  const uint2 s2 = p == 0 ? mine : other, b2 = p == 0 ? other : mine;
+  sc = q_scale_of(p == 0 ? s2.x : s2.y);
+  bi = q_scale_of(p == 0 ? b2.x : b2.y);
+}
+
 // Affine: sum of scale·q + bias over the unit's 32 values, one group.
 template <int BITS>
 inline void q_affine(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride, int cols,
                      thread float* acc) {
   float q[32];
   q_affine_codes<BITS>(row.w + u * 4 * BITS, q);
-  const uint g = u >> a.group_shift;
-  const float sc = q_scale(row.s, g), bi = q_scale(row.b, g);
+  float sc, bi;
+  q_affine_pair(row, u, a, sc, bi);
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
     float d = 0.0f, sx = 0.0f;
