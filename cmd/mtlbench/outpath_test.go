@@ -22,13 +22,7 @@ func TestOutputDashIsStdout(t *testing.T) {
 	tmp := isolate(t)
 	t.Chdir(tmp)
 	dir := filepath.Join(tmp, "tuned")
-	e := tune.Entry{Device: "Test CPU", Backend: "cpu", Kernel: "moe", DType: "bf16",
-		Shape:  tune.Shape{"tokens": 2, "experts": 32, "top_k": 4, "hidden": 512, "intermediate": 256, "threads": 2},
-		Config: tune.Config{"strategy": "loop"}, Default: tune.Config{"strategy": "grouped"}, Speedup: 1.1, P: 0.001, Samples: 20,
-		ToolVersion: "test", TunedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
-	if err := (&tune.File{Entries: []tune.Entry{e}}).Write(filepath.Join(dir, tune.FileName(e.Device, e.Backend))); err != nil {
-		t.Fatal(err)
-	}
+	e := writeTunedEntry(t, dir)
 	out, stderr, err := mtlTune(t, "tune", "export", "-", "--dir", dir)
 	if err != nil {
 		t.Fatalf("tune export -: %v\n%s", err, stderr)
@@ -117,13 +111,7 @@ func TestOutputPathOfTheWrongKind(t *testing.T) {
 	}
 	missing := filepath.Join(dir, "missing")
 	tuned := filepath.Join(dir, "tuned")
-	e := tune.Entry{Device: "Test CPU", Backend: "cpu", Kernel: "moe", DType: "bf16",
-		Shape:  tune.Shape{"tokens": 2, "experts": 32, "top_k": 4, "hidden": 512, "intermediate": 256, "threads": 2},
-		Config: tune.Config{"strategy": "loop"}, Default: tune.Config{"strategy": "grouped"}, Speedup: 1.1, P: 0.001, Samples: 20,
-		ToolVersion: "test", TunedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
-	if err := (&tune.File{Entries: []tune.Entry{e}}).Write(filepath.Join(tuned, tune.FileName(e.Device, e.Backend))); err != nil {
-		t.Fatal(err)
-	}
+	writeTunedEntry(t, tuned)
 	// A folder no system can make: a name past every file system's limit.
 	long := filepath.Join(dir, strings.Repeat("n", 300))
 	db := seedCompareDB(t)
@@ -331,4 +319,18 @@ func TestHistoryImportStandardInput(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, "-")); err == nil {
 		t.Errorf("a file named - was written")
 	}
+}
+
+// writeTunedEntry writes one tuned config of the CPU's moe kernel into dir,
+// the file tune export and tune show read, and returns it.
+func writeTunedEntry(t *testing.T, dir string) tune.Entry {
+	t.Helper()
+	e := tune.Entry{Device: "Test CPU", Backend: "cpu", Kernel: "moe", DType: "bf16",
+		Shape:  tune.Shape{"tokens": 2, "experts": 32, "top_k": 4, "hidden": 512, "intermediate": 256, "threads": 2},
+		Config: tune.Config{"strategy": "loop"}, Default: tune.Config{"strategy": "grouped"}, Speedup: 1.1, P: 0.001, Samples: 20,
+		ToolVersion: "test", TunedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+	if err := (&tune.File{Entries: []tune.Entry{e}}).Write(filepath.Join(dir, tune.FileName(e.Device, e.Backend))); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
