@@ -19,6 +19,7 @@ import (
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -243,12 +244,11 @@ type thresholdFlag struct {
 func thresholdFlags(c *cli.Context) ([]thresholdFlag, error) {
 	var list []string
 	for _, v := range c.StringSlice("threshold") {
-		for i, item := range strings.Split(v, ",") {
-			if strings.TrimSpace(item) == "" {
-				return nil, fmt.Errorf("--threshold %q: item %d is empty (a comma too many?)", v, i+1)
-			}
-			list = append(list, item)
+		items, empty := results.SplitList(v)
+		if empty > 0 {
+			return nil, fmt.Errorf("--threshold %q: item %d is empty (a comma too many?)", v, empty)
 		}
+		list = append(list, items...)
 	}
 	var out []thresholdFlag
 	given := map[string]string{} // metric ("": every one) -> its value as given

@@ -6,6 +6,7 @@ package clip
 import (
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Most is the most characters of a string Quote keeps.
@@ -18,7 +19,7 @@ func Quote(s string) string {
 	n := 0
 	for i := range s {
 		if n == Most-3 {
-			if rest := len([]rune(s[i:])); n+rest > Most {
+			if rest := utf8.RuneCountInString(s[i:]); n+rest > Most {
 				return fmt.Sprintf("%s (%d characters)", strconv.Quote(s[:i]+"..."), n+rest)
 			}
 			break

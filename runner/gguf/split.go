@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/internal/plural"
 )
 
 // Split files. llama.cpp's gguf-split and gguf-py's writer
@@ -173,11 +175,7 @@ func checkTensorCount(f *File, count int) error {
 	case !ok || int(want) == len(f.Tensors):
 		return nil
 	case count == 1:
-		held := fmt.Sprintf("%d tensors", len(f.Tensors))
-		if len(f.Tensors) == 1 {
-			held = "1 tensor"
-		}
-		return fmt.Errorf("%s: split.tensors.count is %d, but the file holds %s: a part of a split file whose split.count says it is whole?", f.Path, want, held)
+		return fmt.Errorf("%s: split.tensors.count is %d, but the file holds %s: a part of a split file whose split.count says it is whole?", f.Path, want, plural.Of(len(f.Tensors), "tensor"))
 	}
 	return fmt.Errorf("%s: split.tensors.count is %d, but the %d parts hold %d tensors", f.Path, want, count, len(f.Tensors))
 }

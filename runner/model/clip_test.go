@@ -32,13 +32,7 @@ func TestGGUFLongValuesClipped(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, _, err = Open(Spec{Model: p})
-			if err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 2000 {
-				s := ""
-				if err != nil {
-					s = err.Error()
-				}
-				t.Errorf("error of %d bytes: %.300s, want one holding %s", len(s), s, c.want)
-			}
+			checkClipped(t, err, c.want)
 		})
 	}
 }
@@ -54,13 +48,7 @@ func TestConfigLongValuesClipped(t *testing.T) {
 		{`{"model_type": "gpt2", "activation_function": "` + long + `"}`, "activation_function " + clipped + " is not supported"},
 	} {
 		_, err := ParseHFConfig("config.json", []byte(c.json))
-		if err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 2000 {
-			s := ""
-			if err != nil {
-				s = err.Error()
-			}
-			t.Errorf("error of %d bytes: %.300s, want one holding %s", len(s), s, c.want)
-		}
+		checkClipped(t, err, c.want)
 	}
 }
 
@@ -76,5 +64,17 @@ func TestQuantKeyClipped(t *testing.T) {
 			s = err.Error()
 		}
 		t.Errorf("error of %d bytes: %.300s, want %s", len(s), s, want)
+	}
+}
+
+// checkClipped holds err to an error of at most 2000 bytes holding want.
+func checkClipped(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 2000 {
+		s := ""
+		if err != nil {
+			s = err.Error()
+		}
+		t.Errorf("error of %d bytes: %.300s, want one holding %s", len(s), s, want)
 	}
 }
