@@ -532,27 +532,25 @@ func SplitRefs(list string) ([]string, error) {
 	if strings.Trim(list, ", \t") == "" {
 		return nil, EmptyRefError(list)
 	}
-	items, empty := SplitList(list)
-	if empty > 0 {
-		return nil, fmt.Errorf("run references %q: item %d of %d is empty (a comma too many, or a variable left unset?)", list, empty, strings.Count(list, ",")+1)
-	}
-	return items, nil
+	return SplitList("run references", list)
 }
 
-// SplitList splits a comma-separated list of references or tags, each
-// trimmed, and says which item (from 1) is the first empty one, 0 if none.
-// An empty item is refused, as every other list of the command line refuses
-// one: "main,$PR" with PR unset would read as main alone (docs/perf-gate.md,
+// SplitList splits a comma-separated list of references, tags or values,
+// each trimmed. An empty item is refused, naming what the list is (what)
+// and which item, as every list of the command line refuses one:
+// "main,$PR" with PR unset would read as main alone (docs/perf-gate.md,
 // "Gating stored runs").
-func SplitList(list string) (items []string, empty int) {
-	for i, p := range strings.Split(list, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" && empty == 0 {
-			empty = i + 1
-		}
-		items = append(items, p)
+func SplitList(what, list string) ([]string, error) {
+	items := strings.Split(list, ",")
+	for i, p := range items {
+		items[i] = strings.TrimSpace(p)
 	}
-	return items, empty
+	for i, p := range items {
+		if p == "" {
+			return nil, fmt.Errorf("%s %q: item %d of %d is empty (a comma too many, or a variable left unset?)", what, list, i+1, len(items))
+		}
+	}
+	return items, nil
 }
 
 // ResolveRef turns what a user typed into run ids, newest first. In order of

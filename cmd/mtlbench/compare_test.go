@@ -952,7 +952,7 @@ func TestThresholdSpelling(t *testing.T) {
 		// without a word, as was an empty item.
 		{"decode_tok_s=5%,decode_tok_s=30%", "--threshold gives decode_tok_s twice (decode_tok_s=5%, decode_tok_s=30%): give it once"},
 		{"5%, 3%", "--threshold gives the threshold of every metric twice (5%, 3%): give it once"},
-		{"5%,", `--threshold "5%,": item 2 is empty`},
+		{"5%,", `--threshold "5%,": item 2 of 2 is empty`},
 	} {
 		_, errOut, code := cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand", "--threshold", tc.value)
 		if code != 2 || !strings.Contains(errOut, tc.want) {

@@ -244,9 +244,9 @@ type thresholdFlag struct {
 func thresholdFlags(c *cli.Context) ([]thresholdFlag, error) {
 	var list []string
 	for _, v := range c.StringSlice("threshold") {
-		items, empty := results.SplitList(v)
-		if empty > 0 {
-			return nil, fmt.Errorf("--threshold %q: item %d is empty (a comma too many?)", v, empty)
+		items, err := results.SplitList("--threshold", v)
+		if err != nil {
+			return nil, err
 		}
 		list = append(list, items...)
 	}

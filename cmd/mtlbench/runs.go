@@ -56,9 +56,9 @@ func runsCommand() *cli.Command {
 				if strings.Trim(t, ", \t") == "" {
 					return fmt.Errorf("--tag %q names no tag", t)
 				}
-				tags, empty := results.SplitList(t)
-				if empty > 0 {
-					return fmt.Errorf("--tag %q: item %d of %d is empty (a comma too many, or a variable left unset?)", t, empty, len(tags))
+				tags, err := results.SplitList("--tag", t)
+				if err != nil {
+					return err
 				}
 				filter.Tags = tags
 			}
