@@ -179,6 +179,29 @@ func TestShuffleInactiveLane(t *testing.T) {
 			}
 			return f(float32(i-3) + 100)
 		}},
+		// An index that is no lane of the segment is no valid lane ID:
+		// poison, all lanes active (a delta, past the edge, is defined).
+		{32, "o[i] = as_type<uint>(simd_shuffle(float(i), i + 16))", func(i int) uint32 {
+			if i >= 16 {
+				return poison32
+			}
+			return f(float32(i + 16))
+		}},
+		{32, "o[i] = as_type<uint>(simd_shuffle(float(i), int(i) - 1))", func(i int) uint32 {
+			if i == 0 {
+				return poison32
+			}
+			return f(float32(i - 1))
+		}},
+		{32, "o[i] = as_type<uint>(quad_shuffle(float(i), (i % 4) + 1))", func(i int) uint32 {
+			if i%4 == 3 {
+				return poison32
+			}
+			return f(float32(i + 1))
+		}},
+		// A delta converts to ushort as Metal's parameter does: -1 is
+		// 65535 lanes, past the edge, so each lane keeps its value.
+		{32, "o[i] = as_type<uint>(simd_shuffle_up(float(i), -1))", func(i int) uint32 { return f(float32(i)) }},
 		// The first active lane, which is defined.
 		{32, "if (i < 3) return; o[i] = as_type<uint>(simd_broadcast_first(float(i)))", func(i int) uint32 {
 			if i < 3 {
