@@ -1530,6 +1530,59 @@ kernel void qmoe_mv_sum(constant QMatArgs& a [[buffer(0)]], device const float* 
 // (docs/metal-kernels.md, "The tiled GEMM's loads").
 template <int F> inline void q_values(QRow q, uint i0, constant QMatArgs& a, thread float* v);
 
+// QAffineHeld is a tile thread's scales and biases of one staged weight row,
+// 16 bytes of each (the words of the groups one load read), kept from the
+// k step that loads them to the last unit of their groups: a tile thread
+// stages the same row's units in k order (qmm_accumulate), so a row's
+// scales are read once, not once a unit.
+struct QAffineHeld {
+  uint4 s, b;
+};
+
+// q_held_word is word i (0-3) of w, by selects (no index into a vector).
+inline uint q_held_word(uint4 w, uint i) { return i == 0 ? w.x : (i == 1 ? w.y : (i == 2 ? w.z : w.w)); }
+
+// q_affine_held gives unit u's scale and bias, at the first unit of a span
+// of groups loading the span's scales in one load and its biases in
+// another into h: the widest of 16, 8 and 4 bytes that a row's scales (in
+// bytes) are a multiple of, so every row's spans are aligned (tensors are
+// 16-byte aligned: bridge/metal weightAlign), else one group's 2 bytes. Every lane of a
+// tile is at the same k step and every row has the same span, so all lanes
+// load at the same units (docs/metal-kernels.md, "The tiled GEMM's loads").
+inline void q_affine_held(QRow q, uint u, constant QMatArgs& a, thread QAffineHeld& h, thread float& sc,
+                          thread float& bi) {
+  const uint g = u >> a.group_shift, sz = q_scale_dt == 0 ? 4u : 2u, rb = a.groups * sz;
+  const uint span = (rb % 16 == 0 ? 16u : (rb % 8 == 0 ? 8u : (rb % 4 == 0 ? 4u : 2u))) / sz; // groups a load
+  const uint j = g % span;
+  if ((u & ((1u << a.group_shift) - 1u)) == 0 && j == 0) { // the span's first unit
+    const uint o = g * sz;
+    if (span * sz == 16) {
+      h.s = *(device const uint4*)(q.s + o);
+      h.b = *(device const uint4*)(q.b + o);
+    } else if (span * sz == 8) {
+      h.s = uint4(*(device const uint2*)(q.s + o), 0u, 0u);
+      h.b = uint4(*(device const uint2*)(q.b + o), 0u, 0u);
+    } else if (span * sz == 4) {
+      h.s.x = *(device const uint*)(q.s + o);
+      h.b.x = *(device const uint*)(q.b + o);
+    } else {
+      h.s.x = *(device const ushort*)(q.s + o);
+      h.b.x = *(device const ushort*)(q.b + o);
+    }
+  }
+  const uint jb = j * sz, sh = 8u * (jb & 2u); // the group's byte in the span, its half in its word
+  const uint vs = q_held_word(h.s, jb / 4), vb = q_held_word(h.b, jb / 4);
+  sc = q_scale_of(sz == 4 ? vs : (vs >> sh) & 0xffffu);
+  bi = q_scale_of(sz == 4 ? vb : (vb >> sh) & 0xffffu);
+}
+
+// q_tile_values is q_values for a tile's staged row; the affine formats
+// read their scales and biases through q_affine_held.
+template <int F>
+inline void q_tile_values(QRow q, uint i0, constant QMatArgs& a, thread QAffineHeld& h, thread float* v) {
+  q_values<F>(q, i0, a, v);
+}
+
 template <int BITS> inline void q_affine_values(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   q_affine_codes<BITS>(q.w + i0 / 32 * 4 * BITS, v);
   const uint g = (i0 / 32) >> a.group_shift;
@@ -1538,9 +1591,22 @@ template <int BITS> inline void q_affine_values(QRow q, uint i0, constant QMatAr
     v[i] = sc * v[i] + bi;
   }
 }
+template <int BITS>
+inline void q_affine_tile_values(QRow q, uint i0, constant QMatArgs& a, thread QAffineHeld& h, thread float* v) {
+  q_affine_codes<BITS>(q.w + i0 / 32 * 4 * BITS, v);
+  float sc, bi;
+  q_affine_held(q, i0 / 32, a, h, sc, bi);
+  for (int i = 0; i < 32; i++) {
+    v[i] = sc * v[i] + bi;
+  }
+}
 #define Q_VALUES_AFFINE(F, BITS)                                                                                 \
   template <> inline void q_values<F>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {                 \
     q_affine_values<BITS>(q, i0, a, v);                                                                          \
+  }                                                                                                              \
+  template <>                                                                                                    \
+  inline void q_tile_values<F>(QRow q, uint i0, constant QMatArgs& a, thread QAffineHeld& h, thread float* v) {  \
+    q_affine_tile_values<BITS>(q, i0, a, h, v);                                                                  \
   }
 Q_VALUES_AFFINE(QF_AFFINE4, 4)
 Q_VALUES_AFFINE(QF_AFFINE8, 8)
@@ -1795,6 +1861,9 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
 // ---------------------------------------------------------------------------
 #define QMM_BK 32
 #define QMM_LD (QMM_BK + 4) // staged row stride: 16 bytes of padding, as gemm.h's rows
+// The most weight rows a thread stages a k step: gate and up's 2·mm_bn rows
+// over 32·mm_sgm·mm_sgn threads, mm_bn at most 8·MM_MAX_TN·mm_sgn.
+#define QMM_MAX_ROWS (2 * 8 * MM_MAX_TN / 32)
 
 // QRows is a packed matrix: its rows' values, scales and biases, and w's
 // byte offset mod 8 from its bound buffer (an expert's e·w_stride), which
@@ -1827,6 +1896,7 @@ inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgr
       acc1.t[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
     }
   }
+  QAffineHeld held[QMM_MAX_ROWS];
   for (uint k0 = 0; k0 < a.k; k0 += QMM_BK) {
     // The activation rows' k step, 16 bytes a thread at a time (k is a
     // multiple of 32 in every packed format).
@@ -1838,8 +1908,13 @@ inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgr
       }
       *(threadgroup float4*)(As + r * QMM_LD + c) = v;
     }
-    // The weight rows' k step: one 32-value unit each, dequantized.
-    for (int i = tid; i < (DUAL ? 2 : 1) * BN; i += ntg) {
+    // The weight rows' k step: one 32-value unit each, dequantized; a
+    // thread's j-th row is the same at every step (held[j]).
+    for (int j = 0; j < QMM_MAX_ROWS; j++) {
+      const int i = tid + j * ntg;
+      if (i >= (DUAL ? 2 : 1) * BN) {
+        break;
+      }
       const int r = i % BN;
       const bool up = DUAL && i >= BN;
       const QRows m = up ? w1 : w0;
@@ -1847,7 +1922,8 @@ inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgr
       float v[32];
       if (row < n) {
         const ulong ro = ulong(row) * a.row_bytes;
-        q_values<F>(QRow{m.w + ro, m.s + ulong(row) * sz, m.b + ulong(row) * sz, uint((m.w8 + ro) & 7)}, k0, a, v);
+        q_tile_values<F>(QRow{m.w + ro, m.s + ulong(row) * sz, m.b + ulong(row) * sz, uint((m.w8 + ro) & 7)}, k0, a,
+                         held[j], v);
       } else {
         for (int e = 0; e < 32; e++) {
           v[e] = 0.0f;
