@@ -105,6 +105,29 @@ struct QRow {
   uint w8;
 };
 
+// QBlockPieces places q_block_words's pieces in a block of 2 + 4·N bytes
+// at alignment w8 (q_block_pieces): the window starts e bytes before the
+// block (0 or 2), the run's 8-byte words start at the window's word r0, the
+// two uints are its words iA and iB; the offsets from the block are the
+// run's word i at run + 8i, the uints at uA and uB, the ushort at h.
+struct QBlockPieces {
+  uint e, r0, iA, iB;
+  int run, uA, uB, h;
+};
+template <int N> inline QBlockPieces q_block_pieces(uint w8) {
+  const uint a = w8 & 6u, e = a & 2u;
+  QBlockPieces p;
+  p.e = e;
+  p.r0 = a == 0 ? 0u : (a == 2 ? 2u : 1u);
+  p.iA = a == 0 ? uint(N - 2) : (a == 2 ? 1u : (a == 4 ? 0u : uint(N - 1)));
+  p.iB = a == 0 || a == 4 ? uint(N - 1) : uint(N);
+  p.run = int(4 * p.r0 - e);
+  p.uA = int(4 * p.iA - e);
+  p.uB = int(4 * p.iB - e);
+  p.h = e == 0 ? 4 * N : 0;
+  return p;
+}
+
 // q_block_words reads a GGUF block of 2 + 4·N bytes (f16 d, then N words
 // of quants; Q8_0, Q4_0, IQ4_NL; N even), 2-byte aligned, in (N - 2)/2 + 3
 // loads where ushorts took 2N + 1: a run of (N - 2)/2 8-byte words, two
@@ -118,20 +141,26 @@ struct QRow {
 // (docs/metal-kernels.md, "Packed weights"). Returns d; qw gets the quants.
 template <int N> inline float q_block_words(device const uchar* blk, uint w8, thread uint* qw) {
   constexpr int D = (N - 2) / 2;
-  const uint a = w8 & 6u, e = a & 2u;
-  const uint r0 = a == 0 ? 0u : (a == 2 ? 2u : 1u);                        // W's word the run starts at
-  const uint iA = a == 0 ? uint(N - 2) : (a == 2 ? 1u : (a == 4 ? 0u : uint(N - 1))); // the uints' words
-  const uint iB = a == 0 || a == 4 ? uint(N - 1) : uint(N);
-  device const uint2* pr = (device const uint2*)(blk + (4 * r0 - e));
+  const QBlockPieces pc = q_block_pieces<N>(w8);
   uint R[2 * D];
   for (int i = 0; i < D; i++) {
-    const uint2 v = pr[i];
+    const uint2 v = *(device const uint2*)(blk + pc.run + 8 * i);
     R[2 * i] = v.x;
     R[2 * i + 1] = v.y;
   }
-  const uint A = *(device const uint*)(blk + (4 * iA - e));
-  const uint B = *(device const uint*)(blk + (4 * iB - e));
-  const uint S = uint(*(device const ushort*)(blk + (e == 0 ? 4 * N : 0)));
+  const uint A = *(device const uint*)(blk + pc.uA);
+  const uint B = *(device const uint*)(blk + pc.uB);
+  const uint S = uint(*(device const ushort*)(blk + pc.h));
+  return q_block_assemble<N>(pc, R, A, B, S, qw);
+}
+
+// q_block_assemble places q_block_words's pieces (R the run's words, A and
+// B the uints, S the ushort) in the block's window and returns d; qw gets
+// the quants.
+template <int N>
+inline float q_block_assemble(QBlockPieces pc, thread const uint* R, uint A, uint B, uint S, thread uint* qw) {
+  constexpr int D = (N - 2) / 2;
+  const uint e = pc.e, r0 = pc.r0, iA = pc.iA, iB = pc.iB;
   uint W[N + 1];
   for (int k = 0; k <= N; k++) {
     uint w = 0;
@@ -1011,31 +1040,33 @@ inline void q_iq(QFormat<QF_IQ3_S>, G grid, device const uchar* b, uint w8, uint
 }
 
 // IQ1_S: four index bytes at 2+4j, and the ushort at 34+2j: four 3-bit
-// high index parts, a 3-bit scale and the sign of the unit's offset.
+// high index parts, a 3-bit scale and the sign of the unit's offset (the
+// GEMVs share the block's words: q_iq_gemv). q_iq1s decodes unit j from d,
+// its index word qs and its ushort qh.
 template <class G>
-inline void q_iq(QFormat<QF_IQ1_S>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
-                 thread float& s0, thread float& s1) {
-  const uint qs = q_u32(b + 2 + 4 * j), qh = *(device const ushort*)(b + 34 + 2 * j);
+inline void q_iq1s(G grid, float d, uint qs, uint qh, thread float* q, thread float& s0, thread float& s1) {
   const int off = qh & 0x8000u ? -1 : 1;
   for (int l = 0; l < 4; l++) {
     q_grid1(grid[((qs >> (8 * l)) & 255u) | ((qh >> (3 * l)) & 7u) << 8], off, q + 8 * l);
   }
-  s0 = s1 = q_half(b) * float(2u * ((qh >> 12) & 7u) + 1u) * 0.125f;
+  s0 = s1 = d * float(2u * ((qh >> 12) & 7u) + 1u) * 0.125f;
+}
+template <class G>
+inline void q_iq(QFormat<QF_IQ1_S>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                 thread float& s0, thread float& s1) {
+  const uint qs = q_u32(b + 2 + 4 * j), qh = *(device const ushort*)(b + 34 + 2 * j);
+  q_iq1s(grid, q_half(b), qs, qh, q, s0, s1);
 }
 
 // IQ1_M (56 bytes: uints): four index bytes at 4j, a nibble per row at
 // 32+2j (3 high index bits, the offset's sign), and four scale ushorts at
 // 48, ushort j/2 holding the unit's two 3-bit scales; d is their top
-// nibbles, so a unit reads its own ushort and the other three's high bytes.
+// nibbles, so a unit reads its own ushort and the other three's high bytes
+// (the GEMVs share the block's words: q_iq_gemv). q_iq1m decodes unit j from
+// its index word qs, its nibbles qh, its scale ushort sw and d's nibbles dh.
 template <class G>
-inline void q_iq(QFormat<QF_IQ1_M>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
-                 thread float& s0, thread float& s1) {
-  const uint qs = *(device const uint*)(b + 4 * j), qh = *(device const ushort*)(b + 32 + 2 * j);
-  const uint sw = *(device const ushort*)(b + 48 + 2 * (j / 2));
-  uint dh = 0;
-  for (uint i = 0; i < 4; i++) {
-    dh |= (i == j / 2 ? sw >> 12 : uint(b[49 + 2 * i]) >> 4) << (4 * i);
-  }
+inline void q_iq1m(G grid, uint qs, uint qh, uint sw, uint dh, uint j, thread float* q, thread float& s0,
+                   thread float& s1) {
   const float d = float(as_type<half>(ushort(dh)));
   for (int l = 0; l < 4; l++) {
     const uint nib = (qh >> (4 * l)) & 15u;
@@ -1045,14 +1076,109 @@ inline void q_iq(QFormat<QF_IQ1_M>, G grid, device const uchar* b, uint w8, uint
   s0 = d * float(2u * (s & 7u) + 1u) * 0.125f;
   s1 = d * float(2u * ((s >> 3) & 7u) + 1u) * 0.125f;
 }
+template <class G>
+inline void q_iq(QFormat<QF_IQ1_M>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                 thread float& s0, thread float& s1) {
+  const uint qs = *(device const uint*)(b + 4 * j), qh = *(device const ushort*)(b + 32 + 2 * j);
+  const uint sw = *(device const ushort*)(b + 48 + 2 * (j / 2));
+  uint dh = 0;
+  for (uint i = 0; i < 4; i++) {
+    dh |= (i == j / 2 ? sw >> 12 : uint(b[49 + 2 * i]) >> 4) << (4 * i);
+  }
+  q_iq1m(grid, qs, qh, sw, dh, j, q, s0, s1);
+}
+
+// q_iq_gemv is q_iq for a GEMV's unit (q_iq_unit), whose super-block's
+// eight units sit in lanes 8m..8m+7 in order, every lane active: a row's
+// units start at lane 0 of its lanes (q_rows: its own 32 or an aligned
+// block of at least 8), a staged chunk is a multiple of 256 values, so is
+// a row. IQ1_S and IQ1_M, whose units read a few bytes each in 4 and 6
+// loads, share their block's loads there: each unit loads one piece of it
+// and takes the others' by simd_shuffle_xor (docs/metal-kernels.md, "IQ
+// formats").
+template <int F, class G>
+inline void q_iq_gemv(QFormat<F> f, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                      thread float& s0, thread float& s1) {
+  q_iq(f, grid, b, w8, j, q, s0, s1);
+}
+
+// q_block_lanes gives each of a super-block's eight lanes (unit j in lane
+// 8m + j) every lane's piece: W[k] is unit k's, by simd_shuffle_xor.
+inline void q_block_lanes(uint2 mine, uint j, thread uint2* W) {
+  for (uint k = 0; k < 8; k++) {
+    W[k] = mine;
+  }
+  for (uint m = 1; m < 8; m++) {
+    const uint2 v = uint2(simd_shuffle_xor(mine.x, ushort(m)), simd_shuffle_xor(mine.y, ushort(m)));
+    for (uint k = 0; k < 8; k++) {
+      W[k] = (j ^ m) == k ? v : W[k];
+    }
+  }
+}
+
+// IQ1_M's 56-byte blocks are 8-byte aligned: unit j loads the block's
+// 8-byte word j (unit 7 word 6 again, so every lane loads) and takes the
+// words it needs, its index word, its nibbles and the four scale ushorts:
+// one load a unit where it read six, 64 bytes a block where it read 88.
+template <class G>
+inline void q_iq_gemv(QFormat<QF_IQ1_M>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                      thread float& s0, thread float& s1) {
+  uint2 W[8]; // unit k's word: the block's 8-byte word k (unit 7's: word 6)
+  q_block_lanes(*((device const uint2*)b + min(j, 6u)), j, W);
+  uint2 wq = W[0], wh = W[4]; // the words holding index word j (block word j) and nibbles j (word 8 + j/2)
+  for (uint k = 1; k < 4; k++) {
+    wq = j / 2 == k ? W[k] : wq;
+  }
+  wh = j >= 4 ? W[5] : wh;
+  const uint qs = j % 2 == 0 ? wq.x : wq.y;
+  const uint hw = (j / 2) % 2 == 0 ? wh.x : wh.y, qh = (hw >> (16 * (j % 2))) & 0xffffu;
+  const uint2 sc = W[6]; // the four scale ushorts
+  const uint sv = j / 4 == 0 ? sc.x : sc.y, sw = (sv >> (16 * ((j / 2) % 2))) & 0xffffu;
+  const uint dh = (sc.x >> 12 & 0xfu) | (sc.x >> 28) << 4 | (sc.y >> 12 & 0xfu) << 8 | (sc.y >> 28) << 12;
+  q_iq1m(grid, qs, qh, sw, dh, j, q, s0, s1);
+}
+// IQ1_S's 50-byte blocks (2 + 4·12, 2-byte aligned) are q_block_words<12>'s
+// eight pieces at the block's alignment (five 8-byte words, two uints and a
+// ushort): unit j loads piece j, and each assembles the block's words from
+// all eight, one load a unit where it read four, 50 bytes a block where it
+// read 64.
+template <class G>
+inline void q_iq_gemv(QFormat<QF_IQ1_S>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                      thread float& s0, thread float& s1) {
+  const QBlockPieces pc = q_block_pieces<12>(w8);
+  uint2 mine;
+  if (j < 5) {
+    mine = *(device const uint2*)(b + pc.run + 8 * int(j));
+  } else if (j < 7) {
+    mine = uint2(*(device const uint*)(b + (j == 5 ? pc.uA : pc.uB)), 0u);
+  } else {
+    mine = uint2(uint(*(device const ushort*)(b + pc.h)), 0u);
+  }
+  uint2 W[8];
+  q_block_lanes(mine, j, W);
+  uint R[10], qw[12];
+  for (int i = 0; i < 5; i++) {
+    R[2 * i] = W[i].x;
+    R[2 * i + 1] = W[i].y;
+  }
+  const float d = q_block_assemble<12>(pc, R, W[5].x, W[6].x, W[7].x, qw);
+  uint qs = qw[0], hw = qw[8];
+  for (uint k = 1; k < 8; k++) {
+    qs = j == k ? qw[k] : qs;
+  }
+  for (uint k = 1; k < 4; k++) {
+    hw = j / 2 == k ? qw[8 + k] : hw;
+  }
+  q_iq1s(grid, d, qs, (hw >> (16 * (j % 2))) & 0xffffu, q, s0, s1);
+}
 
 // q_iq_unit: an IQ unit's dot products, each half under its own scale.
 template <int F, class G>
 inline void q_iq_unit(G grid, QRow row, uint u, threadgroup const float* x, uint xstride, int cols,
                       thread float* acc) {
   float q[32], s0, s1;
-  q_iq(QFormat<F>(), grid, row.w + ulong(u / 8) * QBlockBytes<F>::bytes, row.w8 + (u / 8) * QBlockBytes<F>::bytes,
-       u % 8, q, s0, s1);
+  q_iq_gemv(QFormat<F>(), grid, row.w + ulong(u / 8) * QBlockBytes<F>::bytes, row.w8 + (u / 8) * QBlockBytes<F>::bytes,
+            u % 8, q, s0, s1);
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
     float a0 = 0.0f, a1 = 0.0f;
