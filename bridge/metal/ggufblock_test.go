@@ -26,8 +26,8 @@ import (
 // expert tiles (37 tokens: qmoe_mm_gate_up, qmoe_mm_down). The IQ grid
 // formats' 8-byte index runs (q_run_words<2>; IQ1_M's 8-byte-aligned
 // blocks beside them) in 66- to 110-byte blocks, at the super-block rows'
-// alignments; IQ1_S's 50-byte blocks, whose GEMV units share the block's
-// q_block_words pieces, at each alignment too. Q4_K's GEMV
+// alignments; IQ2_S's 82- and IQ1_S's 50-byte blocks, whose GEMV units
+// share the block's q_block_words pieces, at each alignment too. Q4_K's GEMV
 // units share their super-block's header words between lanes, so its rows
 // of 1, 3, 5 and 17 super-blocks run both lane layouts and chunks.
 func TestGGUFBlockGEMV(t *testing.T) {
@@ -52,6 +52,7 @@ func TestGGUFBlockGEMV(t *testing.T) {
 		{ops.IQ2_XS, super, 768, 1280},
 		{ops.IQ3_XXS, super, 768, 1280},
 		{ops.IQ3_S, super, 768, 1280},
+		{ops.IQ2_S, super, 768, 1280},
 		{ops.IQ1_S, super, 768, 1280},
 		{ops.IQ1_M, super, 768, 1280},
 	} {
@@ -89,12 +90,13 @@ func TestGGUFBlockGEMV(t *testing.T) {
 // grid formats whose units read 8 bytes of grid indices in q_run_words<2>'s
 // uint and two ushorts hold 2.91, 2.54, 2.61 and 2.22 bytes a load and 33,
 // 41, 49 and 65 critical loads (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S; as ushorts
-// 2.34, 2.12, 2.25, 1.97 and 41, 49, 57, 73); IQ2_S, with no such run,
-// what it counts. IQ1_S and IQ1_M, whose units each load one piece of their
-// super-block (q_block_words<12>'s eight pieces; seven 8-byte words and
-// one again) and share them by simd_shuffle_xor, hold 7.33 and 8.89 bytes
-// a load and 9 critical loads (2.42 and 2.12, 33 and 49 reading their own
-// bytes) (docs/metal-kernels.md, "IQ formats").
+// 2.34, 2.12, 2.25, 1.97 and 41, 49, 57, 73). IQ2_S, IQ1_S and IQ1_M, with
+// no such run, whose units each load a piece of their super-block
+// (q_block_words<20>'s twelve pieces, two a lane; q_block_words<12>'s eight;
+// seven 8-byte words and one again) and share them by simd_shuffle_xor,
+// hold 6.24, 7.33 and 8.89 bytes a load and 17, 9 and 9 critical loads
+// (1.96, 2.42 and 2.12, 57, 33 and 49 reading their own bytes)
+// (docs/metal-kernels.md, "IQ formats").
 func TestGGUFBlockWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates a 4096x4096 GEMV")
@@ -117,7 +119,7 @@ func TestGGUFBlockWitness(t *testing.T) {
 		{ops.IQ2_XS, 2.5, 41, 25.6},
 		{ops.IQ3_XXS, 2.6, 49, 25.6},
 		{ops.IQ3_S, 2.2, 65, 25.6},
-		{ops.IQ2_S, 1.9, 57, 25.6},
+		{ops.IQ2_S, 6.2, 17, 25.6},
 		{ops.IQ1_S, 7.3, 9, 25.6},
 		{ops.IQ1_M, 8.8, 9, 25.6},
 	} {

@@ -210,17 +210,18 @@ func TestQuantWitness(t *testing.T) {
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q2_K}, 0, 29, 0},
 		// The IQ formats: a 32-value unit reads its own grid indices, signs
 		// and scale bytes and the super-block's d, 2 bytes a load (their
-		// blocks are 2-byte aligned); IQ1_S's and IQ1_M's units load a piece
-		// of their super-block each and share them (q_iq_gemv: 0.763 and
-		// 0.705, where reading their own bytes counted 0.630 and 0.543); the
+		// blocks are 2-byte aligned); IQ2_S's, IQ1_S's and IQ1_M's units load
+		// a piece of their super-block each and share them (q_iq_gemv:
+		// 0.777, 0.763 and 0.705, where reading their own bytes counted
+		// 0.736, 0.630 and 0.543); the
 		// grids (program-scope constants, which the GEMV copies into
 		// threadgroup memory for IQ2 and IQ3) are not counted
 		// (docs/metal-kernels.md, "IQ formats"). Held a little under what
-		// they count now (0.692, 0.715, 0.736, 0.768, 0.766, 0.763, 0.705),
+		// they count now (0.692, 0.715, 0.777, 0.768, 0.766, 0.763, 0.705),
 		// so that a unit reading a byte twice fails.
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_XXS}, 0.66, 29, 0},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_XS}, 0.68, 29, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_S}, 0.7, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_S}, 0.75, 29, 0},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ3_XXS}, 0.73, 29, 0},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ3_S}, 0.73, 29, 0},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ1_S}, 0.74, 29, 0},

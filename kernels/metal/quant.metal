@@ -995,16 +995,21 @@ inline void q_iq(QFormat<QF_IQ2_XS>, G grid, device const uchar* b, uint w8, uin
 }
 
 // IQ2_S: index bytes 2+4j.., sign bytes 34+4j.., the indices' high bit
-// pairs in byte 66+j and the scale nibbles in byte 74+j.
+// pairs in byte 66+j and the scale nibbles in byte 74+j (the GEMVs share
+// the block's words: q_iq_gemv). q_iq2s decodes unit j from d and them.
 template <class G>
-inline void q_iq(QFormat<QF_IQ2_S>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
-                 thread float& s0, thread float& s1) {
-  const uint qs = q_u32(b + 2 + 4 * j), signs = q_u32(b + 34 + 4 * j), qh = b[66 + j];
+inline void q_iq2s(G grid, float d, uint qs, uint signs, uint qh, uint sc, thread float* q, thread float& s0,
+                   thread float& s1) {
   for (int l = 0; l < 4; l++) {
     const uint i = ((qs >> (8 * l)) & 255u) | ((qh >> (2 * l)) & 3u) << 8;
     q_grid8(grid[i], (signs >> (8 * l)) & 255u, q + 8 * l);
   }
-  q_iq2_halves(q_half(b), b[74 + j], s0, s1);
+  q_iq2_halves(d, sc, s0, s1);
+}
+template <class G>
+inline void q_iq(QFormat<QF_IQ2_S>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                 thread float& s0, thread float& s1) {
+  q_iq2s(grid, q_half(b), q_u32(b + 2 + 4 * j), q_u32(b + 34 + 4 * j), b[66 + j], b[74 + j], q, s0, s1);
 }
 
 // IQ3_XXS: eight index bytes at 2+8j (4-value rows), and at 66+4j four
@@ -1092,8 +1097,8 @@ inline void q_iq(QFormat<QF_IQ1_M>, G grid, device const uchar* b, uint w8, uint
 // eight units sit in lanes 8m..8m+7 in order, every lane active: a row's
 // units start at lane 0 of its lanes (q_rows: its own 32 or an aligned
 // block of at least 8), a staged chunk is a multiple of 256 values, so is
-// a row. IQ1_S and IQ1_M, whose units read a few bytes each in 4 and 6
-// loads, share their block's loads there: each unit loads one piece of it
+// a row. IQ2_S, IQ1_S and IQ1_M, whose units read a few bytes each in 7, 4
+// and 6 loads, share their block's loads there: each unit loads one piece of it
 // and takes the others' by simd_shuffle_xor (docs/metal-kernels.md, "IQ
 // formats").
 template <int F, class G>
@@ -1170,6 +1175,44 @@ inline void q_iq_gemv(QFormat<QF_IQ1_S>, G grid, device const uchar* b, uint w8,
     hw = j / 2 == k ? qw[8 + k] : hw;
   }
   q_iq1s(grid, d, qs, (hw >> (16 * (j % 2))) & 0xffffu, q, s0, s1);
+}
+// IQ2_S's 82-byte blocks (2 + 4·20, 2-byte aligned) are q_block_words<20>'s
+// twelve pieces (nine 8-byte words, two uints and a ushort): unit j loads
+// word j, then units 0 to 2 the ninth word and the uints and units 3 to 7
+// the ushort (so every lane loads), two loads a unit where it read seven,
+// 90 bytes a block where it read 96.
+template <class G>
+inline void q_iq_gemv(QFormat<QF_IQ2_S>, G grid, device const uchar* b, uint w8, uint j, thread float* q,
+                      thread float& s0, thread float& s1) {
+  const QBlockPieces pc = q_block_pieces<20>(w8);
+  const uint2 first = *(device const uint2*)(b + pc.run + 8 * int(j));
+  uint2 second;
+  if (j == 0) {
+    second = *(device const uint2*)(b + pc.run + 64);
+  } else if (j < 3) {
+    second = uint2(*(device const uint*)(b + (j == 1 ? pc.uA : pc.uB)), 0u);
+  } else {
+    second = uint2(uint(*(device const ushort*)(b + pc.h)), 0u);
+  }
+  uint2 W[8], V[8];
+  q_block_lanes(first, j, W);
+  q_block_lanes(second, j, V);
+  uint R[18], qw[20];
+  for (int i = 0; i < 8; i++) {
+    R[2 * i] = W[i].x;
+    R[2 * i + 1] = W[i].y;
+  }
+  R[16] = V[0].x;
+  R[17] = V[0].y;
+  const float d = q_block_assemble<20>(pc, R, V[1].x, V[2].x, V[3].x, qw);
+  uint qs = qw[0], signs = qw[8];
+  for (uint k = 1; k < 8; k++) {
+    qs = j == k ? qw[k] : qs;
+    signs = j == k ? qw[8 + k] : signs;
+  }
+  const uint sh = 8 * (j % 4), hi = j / 4; // the unit's byte in words 16+hi (high bits) and 18+hi (scales)
+  const uint qh = ((hi == 0 ? qw[16] : qw[17]) >> sh) & 255u, sc = ((hi == 0 ? qw[18] : qw[19]) >> sh) & 255u;
+  q_iq2s(grid, d, qs, signs, qh, sc, q, s0, s1);
 }
 
 // q_iq_unit: an IQ unit's dot products, each half under its own scale.
