@@ -166,8 +166,9 @@ func TestQuantWitness(t *testing.T) {
 	// footprint efficiency it must reach (distinct bytes: 0, reported only).
 	// A 128-row q4 matmul (prefill) on qmatmul_mm's tiles reads its weights
 	// once per 64 rows of x; on the GEMVs it read them once per 8 (76.6 MB
-	// counted, efficiency 0.058; now 23.1 MB, 0.193, most of it x read
-	// again for each column tile, as the float tiles do).
+	// counted, efficiency 0.058; now 22.5 MB, 0.198, most of it x read
+	// again for each column tile, as the float tiles do; 23.1 MB, 0.193,
+	// with each unit reading its group's scale and bias).
 	cases := []struct {
 		args  ops.Args
 		min   float64
