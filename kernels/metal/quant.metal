@@ -1098,9 +1098,9 @@ inline void q_iq(QFormat<QF_IQ1_M>, G grid, device const uchar* b, uint w8, uint
 // units start at lane 0 of its lanes (q_rows: its own 32 or an aligned
 // block of at least 8), a staged chunk is a multiple of 256 values, so is
 // a row. IQ2_S, IQ1_S and IQ1_M, whose units read a few bytes each in 7, 4
-// and 6 loads, share their block's loads there: each unit loads one piece of it
-// and takes the others' by simd_shuffle_xor (docs/metal-kernels.md, "IQ
-// formats").
+// and 6 loads, share their block's loads there: each unit loads a piece
+// of it (two in IQ2_S) and takes the others' by simd_shuffle_xor
+// (docs/metal-kernels.md, "IQ formats").
 template <int F, class G>
 inline void q_iq_gemv(QFormat<F> f, G grid, device const uchar* b, uint w8, uint j, thread float* q,
                       thread float& s0, thread float& s1) {
