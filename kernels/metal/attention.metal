@@ -178,11 +178,30 @@ inline void kv_lane(device const KV* p, uint d0, uint hd, thread float* r) {
   }
 }
 
+// attn_span gives query token t's position p (its sequence's length less
+// the step's keys after it) and the keys its partition part covers, kbeg..
+// kend, from kbase, the first key of its window (0 without one). Partitions
+// count from kbase, so a windowed step launches only those its window spans
+// (docs/metal-kernels.md, "Sliding windows").
+inline void attn_span(constant AttnArgs& a, int p, uint part, thread int& pos, thread int& kbase, thread int& kbeg,
+                      thread int& kend) {
+  pos = p;
+  kbase = a.window > 0 ? max(0, p + 1 - int(a.window)) : 0;
+  kbeg = kbase;
+  kend = p + 1;
+  if (attn_partitioned) {
+    kbeg = kbase + int(part * a.partition_size);
+    kend = min(kend, kbeg + int(a.partition_size));
+  }
+}
+
 // paged_attention: grid (tokens, heads / QH, partitions), nsg simdgroups,
 // the threadgroup(0) floats ops.MetalAttnMemory gives: a.merge_slots slots
-// of QH * (hd + 2) and, with fewer slots than simdgroups, QH * (hd + 4).
-// D is the head size the lanes hold (attn_lane_elems); with attn_padded the
-// head is a.head_dim < D elements and the lanes past it idle.
+// of QH * (hd + 2) and, with fewer slots than simdgroups, QH * (hd + 4);
+// before the slots, the scaled query heads (QH * hd) and the words
+// simdgroup 0 shares (ops.MetalAttnShared) past them. D is the head size
+// the lanes hold (attn_lane_elems); with attn_padded the head is
+// a.head_dim < D elements and the lanes past it idle.
 template <int D, int QH, typename KV>
 kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
                             device const float* k [[buffer(2)]], device const float* v [[buffer(3)]],
@@ -209,28 +228,97 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   const uint d0 = act ? uint(lane % LPK) * E : uint(D);
   const uint hd = attn_padded ? a.head_dim : uint(D);
   const uint t = tg.x, h0 = tg.y * QH, part = tg.z;
-  // The token's sequence, by one lane a simdgroup; then its query start,
-  // the next one and its length in one load of three lanes (a pointer a
-  // lane), not in three loads of one lane.
-  const int s = simd_broadcast_first(lane == 0 ? token_seq[t] : 0);
-  device const int* mp = lane == 2 ? seq_lens + s : query_start + s + min(lane, ushort(1));
-  const int mv = lane < 3 ? *mp : 0;
-  const int q0 = simd_shuffle(mv, ushort(0));
-  const int qlen = simd_shuffle(mv, ushort(1)) - q0;
-  const int new0 = simd_shuffle(mv, ushort(2)) - qlen; // position of the step's first key
-  const int pos = new0 + int(t) - q0;
   const uint group = a.heads / a.kv_heads;
   const uint kvh = h0 / group;
   const uint kvw = a.kv_heads * hd;
-  // The token's first key: the window's with one (a branch a threadgroup).
-  // Partitions count from it, so a windowed step launches only those its
-  // window spans (docs/metal-kernels.md, "Sliding windows").
-  const int kbase = a.window > 0 ? max(0, pos + 1 - int(a.window)) : 0;
-  int kbeg = kbase, kend = pos + 1;
-  if (attn_partitioned) {
-    kbeg = kbase + int(part * a.partition_size);
-    kend = min(kend, kbeg + int(a.partition_size));
+  // The token's sequence data and its partition's first 32 block numbers
+  // are read once a threadgroup, by simdgroup 0, and shared through
+  // threadgroup memory past the query heads (ops.MetalAttnShared) with the
+  // barrier the query heads take: the other simdgroups issue no narrow
+  // load of them (docs/metal-kernels.md, "Decode attention's lane
+  // layout"). With attn_rope the simdgroups that rotate query heads need
+  // the token's position first, so they read the sequence data themselves.
+  threadgroup float* qs = smem;
+  threadgroup int* meta = (threadgroup int*)(smem + QH * hd); // s, q0, qlen, new0, then 32 block numbers
+  const bool early = sg == 0 || (attn_rope && sg < QH);
+  int s = 0, mv = 0;
+  if (early) {
+    // The sequence by one lane; then its query start, the next one and
+    // its length in one load of three lanes (a pointer a lane).
+    s = simd_broadcast_first(lane == 0 ? token_seq[t] : 0);
+    device const int* mp = lane == 2 ? seq_lens + s : query_start + s + min(lane, ushort(1));
+    mv = lane < 3 ? *mp : 0;
   }
+  int q0 = simd_shuffle(mv, ushort(0));
+  int qlen = simd_shuffle(mv, ushort(1)) - q0;
+  int new0 = simd_shuffle(mv, ushort(2)) - qlen; // position of the step's first key
+  int pos = 0, kbase = 0, kbeg = 0, kend = 0;
+  attn_span(a, new0 + int(t) - q0, part, pos, kbase, kbeg, kend);
+  device const int* bt = block_table + ulong(s) * a.max_blocks;
+  if (sg == 0) {
+    // The partition's first 32 blocks, one a lane, up to its last key
+    // the cache holds.
+    const int cend = attn_new_kv ? min(kend, new0) : kend;
+    const int b = kbeg / int(a.block_size) + int(lane);
+    int e = -1;
+    if (kbeg < cend && b <= (cend - 1) / int(a.block_size) && uint(b) < a.max_blocks) {
+      e = bt[b];
+    }
+    meta[4 + lane] = e;
+    if (lane == 0) {
+      meta[0] = s;
+      meta[1] = q0;
+      meta[2] = qlen;
+      meta[3] = new0;
+    }
+  }
+
+  // The QH query heads, pre-scaled (and rotated, with attn_rope: simdgroup
+  // g does heads g, g + nsg, ...), read from device memory once per
+  // threadgroup into smem, which later holds the partial results. Without
+  // RoPE simdgroup 0, which reads the sequence data, stages none of them.
+  if (attn_rope) {
+    if (kbeg < kend) {
+      for (int h = sg; h < QH; h += nsg) {
+        float r[E];
+        rope_lane<E, KPL, LPK>(q + (ulong(t) * a.heads + h0 + h) * hd, qn, inv_freq, float(pos), a.eps, d0, hd, r);
+        for (int e = 0; e < E; e++) {
+          if (sub == 0 && d0 + e < hd) {
+            qs[h * hd + d0 + e] = r[e] * a.scale;
+          }
+        }
+      }
+    }
+  } else {
+    const uint qt = nsg > 1 ? uint(tid) - 32u : uint(tid), qstep = nsg > 1 ? uint(ntg) - 32u : uint(ntg);
+    if (nsg == 1 || sg > 0) {
+      if (!attn_padded) {
+        device const float4* q4 = (device const float4*)(q + (ulong(t) * a.heads + h0) * D);
+        for (uint i = qt; i < uint(QH * D / 4); i += qstep) {
+          ((threadgroup float4*)qs)[i] = q4[i] * a.scale;
+        }
+      } else {
+        device const float* q1 = q + (ulong(t) * a.heads + h0) * hd;
+        for (uint i = qt; i < QH * hd; i += qstep) {
+          qs[i] = q1[i] * a.scale;
+        }
+      }
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (!early) {
+    s = meta[0];
+    q0 = meta[1];
+    qlen = meta[2];
+    new0 = meta[3];
+    attn_span(a, new0 + int(t) - q0, part, pos, kbase, kbeg, kend);
+    bt = block_table + ulong(s) * a.max_blocks;
+  }
+  // The block table is read 32 entries at a time, one a lane (tb the
+  // first's block index, tblk the lane's entry), and each key's block comes
+  // by a shuffle: no lane waits on another's load of the table. The
+  // partition's first 32 come from simdgroup 0's load.
+  int tb = kbeg / int(a.block_size), tblk = meta[4 + lane];
 
   // Each simdgroup walks its own run of the partition's keys, a multiple
   // of KPL long, so a block's table entry is looked up once a simdgroup.
@@ -238,16 +326,18 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   const int jbeg = kbeg + int(sg) * run, jend = min(kend, jbeg + run);
 
   // With attn_rope, the token's own key rotated here (k holds it as the
-  // projection wrote it), in the simdgroups that use it: the first, which
-  // writes the cache, and the one whose run holds the token.
+  // projection wrote it), in the simdgroups that use it: the one that
+  // writes the cache (the last) and the one whose run holds the token.
+  const ushort writer = nsg - 1;
   float krot[E];
-  if (attn_rope && (sg == 0 || (pos >= jbeg && pos < jend))) {
+  if (attn_rope && (sg == writer || (pos >= jbeg && pos < jend))) {
     rope_lane<E, KPL, LPK>(k + ulong(t) * kvw + kvh * hd, kn, inv_freq, float(pos), a.eps, d0, hd, krot);
   }
 
   // The cache write of this token's key and value, once per kv head, by
-  // the partition holding it.
-  if (attn_new_kv && h0 % group == 0 && sg == 0 &&
+  // the last simdgroup (simdgroup 0 read the sequence data) of the
+  // partition holding it, a vector load a lane of each.
+  if (attn_new_kv && h0 % group == 0 && sg == writer &&
       (!attn_partitioned || uint(pos - kbase) / a.partition_size == part)) {
     const int slot = slot_mapping[t];
     if (slot >= 0 && uint(slot) >= a.num_blocks * a.block_size) {
@@ -257,46 +347,24 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     } else if (slot >= 0 && sub == 0) {
       const ulong o = cache_offset(a, uint(slot) / a.block_size, kvh, uint(slot) % a.block_size);
       const ulong i = ulong(t) * kvw + kvh * hd;
+      float kw[E], vw[E];
+      if (!attn_rope) {
+        kv_lane<E, float>(k + i, d0, hd, kw);
+      }
+      kv_lane<E, float>(v + i, d0, hd, vw);
       for (int e = 0; e < E; e++) {
         const uint d = d0 + e;
         if (d >= hd) {
           break;
         }
-        kv_store(kc + o + d, attn_rope ? krot[e] : k[i + d]);
-        kv_store(vc + o + d, v[i + d]);
+        kv_store(kc + o + d, attn_rope ? krot[e] : kw[e]);
+        kv_store(vc + o + d, vw[e]);
       }
     }
   }
   if (kbeg >= kend) {
     return; // a partition past this token's keys, which the reduce does not read
   }
-
-  // The QH query heads, pre-scaled (and rotated, with attn_rope: simdgroup
-  // g does heads g, g + nsg, ...), read from device memory once per
-  // threadgroup into smem, which later holds the partial results.
-  threadgroup float* qs = smem;
-  if (attn_rope) {
-    for (int h = sg; h < QH; h += nsg) {
-      float r[E];
-      rope_lane<E, KPL, LPK>(q + (ulong(t) * a.heads + h0 + h) * hd, qn, inv_freq, float(pos), a.eps, d0, hd, r);
-      for (int e = 0; e < E; e++) {
-        if (sub == 0 && d0 + e < hd) {
-          qs[h * hd + d0 + e] = r[e] * a.scale;
-        }
-      }
-    }
-  } else if (!attn_padded) {
-    device const float4* q4 = (device const float4*)(q + (ulong(t) * a.heads + h0) * D);
-    for (uint i = tid; i < uint(QH * D / 4); i += ntg) {
-      ((threadgroup float4*)qs)[i] = q4[i] * a.scale;
-    }
-  } else {
-    device const float* q1 = q + (ulong(t) * a.heads + h0) * hd;
-    for (uint i = tid; i < QH * hd; i += ntg) {
-      qs[i] = q1[i] * a.scale;
-    }
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   float qr[QH][E], o[QH][E], m[QH], l[QH];
   for (int h = 0; h < QH; h++) {
     for (int e = 0; e < E; e++) {
@@ -308,12 +376,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     l[h] = 0.0f;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup); // smem is rewritten below
-  // The block table is read 32 entries at a time, one a lane (tb the
-  // first's block index, tblk the lane's entry), and each key's block comes
-  // by a shuffle: no lane waits on another's load of the table.
-  device const int* bt = block_table + ulong(s) * a.max_blocks;
   const int blast = (jend - 1) / int(a.block_size); // the run's last block
-  int tb = -(1 << 30), tblk = -1;
   for (int j0 = jbeg; j0 < jend; j0 += KPL) {
     const int j = j0 + int(sub); // this lane's key
     bool valid = j < jend;

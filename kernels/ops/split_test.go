@@ -53,13 +53,14 @@ func TestMetalAttnLaunch(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ nsg, heads, head, bytes, slots int }{
-		{4, 8, 128, 4 * 4 * 8 * 130, 4},      // all at once, as before
-		{7, 8, 128, 7 * 4 * 8 * 130, 7},      // 29,120 bytes
-		{32, 8, 128, 6*4*8*130 + 4*8*132, 6}, // six slots and the running result
-		{32, 8, 64, 14*4*8*66 + 4*8*68, 14},  // heads of 64
-		{32, 8, 256, 2*4*8*258 + 4*8*260, 2}, // heads of 256: two slots
-		{32, 1, 64, 32 * 4 * 66, 32},         // one head: all at once
-		{2, 32, 256, 4*32*258 + 4*32*260, 0}, // not even one slot fits
+		{4, 8, 128, 4 * 4 * 8 * 130, 4},           // all at once, as before
+		{7, 8, 128, 7 * 4 * 8 * 130, 7},           // 29,120 bytes
+		{32, 8, 128, 6*4*8*130 + 4*8*132, 6},      // six slots and the running result
+		{32, 8, 64, 14*4*8*66 + 4*8*68, 14},       // heads of 64
+		{32, 8, 256, 2*4*8*258 + 4*8*260, 2},      // heads of 256: two slots
+		{32, 1, 64, 32 * 4 * 66, 32},              // one head: all at once
+		{2, 32, 256, 4*32*258 + 4*32*260, 0},      // not even one slot fits
+		{1, 1, 64, 4 * (64 + MetalAttnShared), 1}, // the query head and the shared words outgrow one slot
 	} {
 		bytes, slots := MetalAttnMemory(c.nsg, c.heads, c.head, 32<<10)
 		if bytes != c.bytes || slots != c.slots {

@@ -1138,22 +1138,32 @@ func MetalAttnSimdgroups(most, keys int) int {
 	return max(min(n, most), 1)
 }
 
+// MetalAttnShared is the 4-byte words Metal's decode attention keeps past
+// its query heads in threadgroup memory until the simdgroups have read
+// them: the token's sequence, query start, query length and first new
+// key, and its partition's first 32 block numbers, which one simdgroup
+// reads for all (docs/metal-kernels.md, "Decode attention's lane layout").
+const MetalAttnShared = 4 + 32
+
 // MetalAttnMemory is the threadgroup memory of Metal's decode attention as
 // bridge/metal sizes it for nsg simdgroups serving heads query heads of
 // headSize: a slot of heads·(headSize+2) floats for each simdgroup whose
 // (o, m, l) meet in one round, as many as fit in most bytes, and, with
 // fewer slots than simdgroups, the running result's heads·(headSize+4)
-// floats. slots is 0 where one slot and the running result do not fit.
+// floats; at least the query heads and MetalAttnShared words, which the
+// slots overwrite once read. slots is 0 where one slot and the running
+// result do not fit.
 func MetalAttnMemory(nsg, heads, headSize, most int) (bytes, slots int) {
 	slot := 4 * heads * (headSize + 2)
+	staged := 4 * (heads*headSize + MetalAttnShared)
 	if nsg*slot <= most {
-		return nsg * slot, nsg
+		return max(nsg*slot, staged), nsg
 	}
 	run := 4 * heads * (headSize + 4)
 	if slots = (most - run) / slot; slots < 1 {
-		return slot + run, 0
+		return max(slot+run, staged), 0
 	}
-	return slots*slot + run, slots
+	return max(slots*slot+run, staged), slots
 }
 
 // MetalPrefillStage is one stage of Metal's tiled prefill attention: keys
