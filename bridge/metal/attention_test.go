@@ -13,9 +13,12 @@ import (
 // its simdgroups' partial results meet in several rounds (more simdgroups
 // than threadgroup memory has slots for, ops.MetalAttnMemory) and in one,
 // and checks the launch the cost witness saw: simdgroups by the
-// partition's keys (ops.MetalAttnSimdgroups), two barriers staging the
-// queries and two a round but the last (docs/metal-kernels.md, "Decode
-// attention at short contexts").
+// partition's keys (ops.MetalAttnSimdgroups), one barrier staging the
+// queries and the sequence data and two a round but the last
+// (docs/metal-kernels.md, "Decode attention at short contexts"; the
+// queries sat where the first round's slots go, which took a barrier
+// more), and the split-K reduce's one barrier a chunk of 32 partitions
+// (three, when it read their maxima first).
 func TestDecodeAttentionRounds(t *testing.T) {
 	cases := []struct {
 		name                       string
@@ -32,6 +35,7 @@ func TestDecodeAttentionRounds(t *testing.T) {
 		{"TinyLlama's heads at 128", 64, 32, 4, 127, 32, 0, ops.BF16},
 		{"a context of 6", 128, 32, 4, 5, 32, 0, ops.BF16},
 		{"partitions of 128", 128, 8, 1, 700, 32, 128, ops.BF16},
+		{"40 partitions of 32", 64, 8, 2, 1270, 8, 32, ops.F32},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -51,10 +55,14 @@ func TestDecodeAttentionRounds(t *testing.T) {
 			if err != nil || !ok {
 				t.Fatalf("witness %v, %v", ok, err)
 			}
-			var attn *struct{ tgs, sgs, barriers int64 }
+			var attn, reduce *struct{ tgs, sgs, barriers int64 }
 			for _, k := range w.Kernels {
-				if strings.HasPrefix(k.Kernel, "paged_attention_d") {
-					attn = &struct{ tgs, sgs, barriers int64 }{k.Threadgroups, k.Simdgroups, k.Barriers}
+				st := &struct{ tgs, sgs, barriers int64 }{k.Threadgroups, k.Simdgroups, k.Barriers}
+				switch {
+				case strings.HasPrefix(k.Kernel, "paged_attention_d"):
+					attn = st
+				case k.Kernel == "paged_attention_reduce":
+					reduce = st
 				}
 			}
 			if attn == nil || attn.tgs == 0 {
@@ -71,8 +79,16 @@ func TestDecodeAttentionRounds(t *testing.T) {
 			if got := attn.sgs / attn.tgs; got != int64(nsg) {
 				t.Errorf("%d simdgroups a threadgroup, want %d for %d keys (at most %d)", got, nsg, keys, c.most)
 			}
-			if got, want := attn.barriers, attn.tgs*int64(1+2*rounds); got != want {
+			if got, want := attn.barriers, attn.tgs*int64(2*rounds); got != want {
 				t.Errorf("%d barriers over %d threadgroups, want %d: %d rounds of %d slots", got, attn.tgs, want, rounds, slots)
+			}
+			if c.part > 0 && c.ctx+1 > c.part {
+				chunks := int64((c.ctx+1+c.part-1)/c.part+31) / 32
+				if reduce == nil {
+					t.Fatalf("no split-K reduce among %v", w.Kernels)
+				} else if got, want := reduce.barriers, reduce.tgs*chunks; got != want {
+					t.Errorf("reduce: %d barriers over %d threadgroups, want %d", got, reduce.tgs, want)
+				}
 			}
 			t.Logf("%d simdgroups, %d slots, %d rounds: max error %.2g", nsg, slots, rounds, e)
 		})

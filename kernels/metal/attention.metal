@@ -37,7 +37,7 @@
 // kv_write).
 #include "mtlbench.h"
 
-#define REDUCE_CHUNK 32 // partitions paged_attention_reduce weighs at a time
+#define REDUCE_CHUNK 32 // partitions paged_attention_reduce weighs at a time, one a lane
 
 inline ulong cache_offset(constant AttnArgs& a, uint block, uint kvh, uint off) {
   return ((ulong(block) * a.kv_heads + kvh) * a.block_size + off) * a.head_dim;
@@ -197,11 +197,11 @@ inline void attn_span(constant AttnArgs& a, int p, uint part, thread int& pos, t
 
 // paged_attention: grid (tokens, heads / QH, partitions), nsg simdgroups,
 // the threadgroup(0) floats ops.MetalAttnMemory gives: a.merge_slots slots
-// of QH * (hd + 2) and, with fewer slots than simdgroups, QH * (hd + 4);
-// before the slots, the scaled query heads (QH * hd) and the words
-// simdgroup 0 shares (ops.MetalAttnShared) past them. D is the head size
-// the lanes hold (attn_lane_elems); with attn_padded the head is
-// a.head_dim < D elements and the lanes past it idle.
+// of QH * (hd + 2), then the scaled query heads (QH * hd) and the words
+// simdgroup 0 shares (ops.MetalAttnShared), over which, with fewer slots
+// than simdgroups, the rounds' running result (QH * (hd + 4)) goes later.
+// D is the head size the lanes hold (attn_lane_elems); with attn_padded
+// the head is a.head_dim < D elements and the lanes past it idle.
 template <int D, int QH, typename KV>
 kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
                             device const float* k [[buffer(2)]], device const float* v [[buffer(3)]],
@@ -238,8 +238,13 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   // load of them (docs/metal-kernels.md, "Decode attention's lane
   // layout"). With attn_rope the simdgroups that rotate query heads need
   // the token's position first, so they read the sequence data themselves.
-  threadgroup float* qs = smem;
-  threadgroup int* meta = (threadgroup int*)(smem + QH * hd); // s, q0, qlen, new0, then 32 block numbers
+  // They sit past the merge's slots, where a later round's running result
+  // goes (written only after the first round's barrier), so no slot
+  // overwrites them before every simdgroup has read them.
+  const uint stride = hd + 2;
+  const ushort slots = ushort(clamp(a.merge_slots, 1u, uint(nsg)));
+  threadgroup float* qs = smem + (uint(slots) * QH * stride + 3) / 4 * 4; // float4-aligned
+  threadgroup int* meta = (threadgroup int*)(qs + QH * hd); // s, q0, qlen, new0, then 32 block numbers
   const bool early = sg == 0 || (attn_rope && sg < QH);
   int s = 0, mv = 0;
   if (early) {
@@ -375,7 +380,6 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     m[h] = NEG_MAX;
     l[h] = 0.0f;
   }
-  threadgroup_barrier(mem_flags::mem_threadgroup); // smem is rewritten below
   const int blast = (jend - 1) / int(a.block_size); // the run's last block
   for (int j0 = jbeg; j0 < jend; j0 += KPL) {
     const int j = j0 + int(sub); // this lane's key
@@ -451,8 +455,6 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   // rounds fold into a running (O, M, L) past the slots, M and L in halves by
   // the round's parity: a round reads the last one's while writing its own.
   // One round sums exactly as a single merge of every simdgroup does.
-  const uint stride = hd + 2;
-  const ushort slots = ushort(clamp(a.merge_slots, 1u, uint(nsg)));
   const ushort rounds = (nsg + slots - 1) / slots;
   threadgroup float* acc = smem + uint(slots) * QH * stride; // O: QH * hd, then M[2][QH], L[2][QH]
   threadgroup float* acc_m = acc + QH * hd;
@@ -557,8 +559,7 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
                                    uint2 tg [[threadgroup_position_in_grid]],
                                    ushort tid [[thread_index_in_threadgroup]],
                                    ushort lane [[thread_index_in_simdgroup]],
-                                   ushort sg [[simdgroup_index_in_threadgroup]],
-                                   ushort nsg [[simdgroups_per_threadgroup]]) {
+                                   ushort sg [[simdgroup_index_in_threadgroup]]) {
   const uint t = tg.x, h = tg.y, D = a.head_dim;
   const int s = token_seq[t];
   const int q0 = query_start[s];
@@ -567,41 +568,42 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
   const uint keys = a.window > 0 ? min(ctx, a.window) : ctx;
   const uint np = min((keys + a.partition_size - 1) / a.partition_size, a.num_partitions);
   const ulong base = (ulong(t) * a.heads + h) * a.num_partitions;
-  // The partitions' maxima and sums are read once per threadgroup, not by
-  // every thread: the overall maximum by a reduction, then each partition's
-  // weight, REDUCE_CHUNK partitions at a time, from threadgroup memory.
-  threadgroup float red[32];
-  threadgroup float fw[REDUCE_CHUNK], fl[REDUCE_CHUNK];
-  float mx = NEG_MAX;
-  for (uint p = tid; p < np; p += 32u * nsg) {
-    mx = max(mx, part_ml[2 * (base + p)]);
-  }
-  mx = simd_max(mx);
-  if (lane == 0) {
-    red[sg] = mx;
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  float M = NEG_MAX;
-  for (ushort g = 0; g < nsg; g++) {
-    M = max(M, red[g]);
-  }
+  // The partitions' maxima and sums are read once per threadgroup, by the
+  // first simdgroup, REDUCE_CHUNK partitions at a time, a lane's (m, l) in
+  // one load: it folds each chunk into a running maximum and sum and leaves
+  // the chunk's weights, and its rescaling of what came before, in
+  // threadgroup memory, in halves by the chunk's parity, so one barrier a
+  // chunk parts its writes from every thread's reads (two while the maximum
+  // came first).
+  threadgroup float fw[2][REDUCE_CHUNK], fl[2][REDUCE_CHUNK], fr[2];
   const uint d = tid; // one element of the head per thread (D threads)
-  float Ls = 0.0f, O = 0.0f;
-  for (uint c0 = 0; c0 < np; c0 += REDUCE_CHUNK) {
+  float M = NEG_MAX, Ls = 0.0f, O = 0.0f;
+  for (uint c0 = 0, c = 0; c0 < np; c0 += REDUCE_CHUNK, c ^= 1) {
     const uint n = min(uint(REDUCE_CHUNK), np - c0);
-    if (tid < n) {
-      const float f = exp(part_ml[2 * (base + c0 + tid)] - M);
-      fw[tid] = f;
-      fl[tid] = f * part_ml[2 * (base + c0 + tid) + 1];
+    if (sg == 0) {
+      float2 ml = float2(NEG_MAX, 0.0f);
+      if (lane < n) {
+        ml = ((device const float2*)part_ml)[base + c0 + lane];
+      }
+      const float mn = max(M, simd_max(ml.x));
+      const float f = lane < n ? exp(ml.x - mn) : 0.0f;
+      fw[c][lane] = f;
+      fl[c][lane] = f * ml.y;
+      if (lane == 0) {
+        fr[c] = exp(M - mn);
+      }
+      M = mn;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float r = fr[c];
+    Ls *= r;
+    O *= r;
     for (uint p = 0; p < n; p++) {
-      Ls += fl[p];
+      Ls += fl[c][p];
       if (d < D) {
-        O += fw[p] * part_o[(base + c0 + p) * D + d];
+        O += fw[c][p] * part_o[(base + c0 + p) * D + d];
       }
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
   }
   if (d < D) {
     out[(ulong(t) * a.heads + h) * D + d] = O / Ls;

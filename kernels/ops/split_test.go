@@ -42,7 +42,8 @@ func TestSplitRule(t *testing.T) {
 // TestMetalAttnLaunch: Metal decode attention's simdgroups follow the
 // partition's keys (at least MetalAttnKeysPerSimdgroup each, at most the
 // tuning's), and its partial results meet in as many slots as 32 KiB holds
-// beside the running result.
+// beside the query heads and the words one simdgroup shares, or the
+// running result.
 func TestMetalAttnLaunch(t *testing.T) {
 	for _, c := range []struct{ most, keys, want int }{
 		{32, 1, 1}, {32, 4, 1}, {32, 5, 2}, {32, 9, 4}, {32, 128, 32}, {32, 129, 32}, {32, 512, 32},
@@ -52,15 +53,21 @@ func TestMetalAttnLaunch(t *testing.T) {
 			t.Errorf("MetalAttnSimdgroups(%d, %d) = %d, want %d", c.most, c.keys, got, c.want)
 		}
 	}
+	// Past the slots, 16 bytes aligned: the query heads and the shared
+	// words, or, with rounds, the running result where it is larger.
+	past := func(slots, heads, head int) int {
+		return (4*slots*heads*(head+2)+15)&^15 + 4*(heads*head+MetalAttnShared)
+	}
 	for _, c := range []struct{ nsg, heads, head, bytes, slots int }{
-		{4, 8, 128, 4 * 4 * 8 * 130, 4},           // all at once, as before
-		{7, 8, 128, 7 * 4 * 8 * 130, 7},           // 29,120 bytes
-		{32, 8, 128, 6*4*8*130 + 4*8*132, 6},      // six slots and the running result
-		{32, 8, 64, 14*4*8*66 + 4*8*68, 14},       // heads of 64
-		{32, 8, 256, 2*4*8*258 + 4*8*260, 2},      // heads of 256: two slots
-		{32, 1, 64, 32 * 4 * 66, 32},              // one head: all at once
-		{2, 32, 256, 4*32*258 + 4*32*260, 0},      // not even one slot fits
-		{1, 1, 64, 4 * (64 + MetalAttnShared), 1}, // the query head and the shared words outgrow one slot
+		{4, 8, 128, past(4, 8, 128), 4},                // all at once
+		{7, 8, 128, past(6, 8, 128), 6},                // 7 slots would fit alone, not with the query heads
+		{32, 8, 128, past(6, 8, 128), 6},               // six slots and the query heads, later the running result
+		{32, 8, 64, past(14, 8, 64), 14},               // heads of 64
+		{32, 8, 256, past(2, 8, 256), 2},               // heads of 256: two slots
+		{32, 1, 64, past(32, 1, 64), 32},               // one head: all at once
+		{2, 32, 256, 4*32*258 + 4*32*260, 0},           // not even one slot fits
+		{1, 1, 64, 272 + 4*(64+MetalAttnShared), 1},    // one slot of 264 bytes, aligned to 272
+		{2, 1, 32, 2*4*34 + 4*(32+MetalAttnShared), 2}, // two slots of 136 bytes: aligned already
 	} {
 		bytes, slots := MetalAttnMemory(c.nsg, c.heads, c.head, 32<<10)
 		if bytes != c.bytes || slots != c.slots {

@@ -1148,22 +1148,29 @@ const MetalAttnShared = 4 + 32
 // MetalAttnMemory is the threadgroup memory of Metal's decode attention as
 // bridge/metal sizes it for nsg simdgroups serving heads query heads of
 // headSize: a slot of heads·(headSize+2) floats for each simdgroup whose
-// (o, m, l) meet in one round, as many as fit in most bytes, and, with
-// fewer slots than simdgroups, the running result's heads·(headSize+4)
-// floats; at least the query heads and MetalAttnShared words, which the
-// slots overwrite once read. slots is 0 where one slot and the running
-// result do not fit.
+// (o, m, l) meet in one round, as many as fit in most bytes, and past
+// them the query heads and MetalAttnShared words, which, with fewer slots
+// than simdgroups, the running result's heads·(headSize+4) floats
+// overwrite once read: the first round's slots overwrite neither, so no
+// barrier parts their reads from the slots' writes. The query heads start
+// 16 bytes aligned (float4 stores). slots is 0 where one slot and what
+// goes past it do not fit.
 func MetalAttnMemory(nsg, heads, headSize, most int) (bytes, slots int) {
 	slot := 4 * heads * (headSize + 2)
 	staged := 4 * (heads*headSize + MetalAttnShared)
-	if nsg*slot <= most {
-		return max(nsg*slot, staged), nsg
+	past := func(slots int) int { return (slots*slot + 15) &^ 15 } // the query heads' float4s start 16-byte aligned
+	if past(nsg)+staged <= most {
+		return past(nsg) + staged, nsg
 	}
 	run := 4 * heads * (headSize + 4)
-	if slots = (most - run) / slot; slots < 1 {
-		return max(slot+run, staged), 0
+	slots = min((most-run)/slot, nsg-1)
+	for slots >= 1 && past(slots)+staged > most {
+		slots--
 	}
-	return max(slots*slot+run, staged), slots
+	if slots < 1 {
+		return max(slot+run, past(1)+staged), 0
+	}
+	return max(slots*slot+run, past(slots)+staged), slots
 }
 
 // MetalPrefillStage is one stage of Metal's tiled prefill attention: keys
