@@ -23,7 +23,7 @@ func TestDecodeAttentionRounds(t *testing.T) {
 	cases := []struct {
 		name                       string
 		head, heads, kv, ctx, most int
-		part                       int // keys a partition; 0: the default
+		part                       int // the most keys a partition; 0: the default
 		dtype                      ops.DType
 	}{
 		{"group 8 of 128, six slots", 128, 8, 1, 300, 32, 0, ops.BF16},
@@ -70,7 +70,8 @@ func TestDecodeAttentionRounds(t *testing.T) {
 			}
 			keys := c.ctx + 1
 			if c.part > 0 && keys > c.part {
-				keys = c.part
+				parts := (keys + c.part - 1) / c.part
+				keys = (keys + parts - 1) / parts // spread evenly
 			}
 			qh := min(8, c.heads/c.kv)
 			nsg := ops.MetalAttnSimdgroups(c.most, keys)

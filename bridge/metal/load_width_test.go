@@ -129,7 +129,9 @@ func TestPrefillTileLoadWidth(t *testing.T) {
 // these cases. The cache write reads the token's key and value a vector a
 // lane, where it read them an element at a time, by a simdgroup other than
 // the one reading the metadata: the busiest simdgroup over 128 keys issued
-// 17, 19 and 23 loads at heads of 32, 64 and 96.
+// 17, 19 and 23 loads at heads of 32, 64 and 96. Over 513 keys the two
+// partitions take 257 and 256, where they took 512 and 1 (19 and 35 loads
+// at heads of 64 and 128).
 func TestDecodeAttentionLoadWidth(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	for _, c := range []struct {
@@ -147,7 +149,8 @@ func TestDecodeAttentionLoadWidth(t *testing.T) {
 		{64, 4, 128, ops.F16, 6, 30, 12},
 		{32, 4, 128, ops.F16, 6, 29, 12},
 		{96, 4, 128, ops.F16, 6, 23, 16},
-		{128, 8, 512, ops.F16, 6, 31, 0},
+		{128, 8, 512, ops.F16, 6, 31, 24},
+		{64, 4, 512, ops.F16, 6, 30, 14},
 	} {
 		name := fmt.Sprintf("head %d, %d kv heads, %v cache, context %d", c.head, c.kv, c.dt, c.ctx)
 		b, err := kbench.Prepare(be, ops.Args{Op: ops.PagedAttentionDecode, Ints: map[ops.Param]int{ops.Seqs: 1, ops.NumHeads: 32,

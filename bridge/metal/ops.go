@@ -526,8 +526,12 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		psize = ceilDiv(keys, parts)
 		parts = ceilDiv(keys, psize)
 	} else if tu.AttnPartitionSize > 0 && keys > tu.AttnPartitionSize {
-		psize = tu.AttnPartitionSize
-		parts = ceilDiv(keys, psize)
+		// As many partitions as take at most AttnPartitionSize keys each,
+		// the keys spread evenly over them: 513 keys are two of 257, not
+		// 512 and the one that leaves the first's simdgroups the critical
+		// path (docs/metal-kernels.md, "Decode attention at short contexts").
+		parts = ceilDiv(keys, tu.AttnPartitionSize)
+		psize = ceilDiv(keys, parts)
 	}
 	partitioned := parts > 1
 	tiled := prefillTiled(tu, m.MaxQueryLen, BS, D, kvdt)

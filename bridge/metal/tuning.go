@@ -130,9 +130,10 @@ type Tuning struct {
 	// AttnHeadsPerGroup caps the query heads one threadgroup serves (1, 2,
 	// 4 or 8; the largest that divides the GQA group is used).
 	AttnHeadsPerGroup int
-	// AttnPartitionSize is the keys per split-K partition: a step whose
-	// tokens read more keys than it (the longest context, or at most a
-	// sliding window) runs the partitioned kernel and a reduce.
+	// AttnPartitionSize is the most keys a split-K partition takes: a step
+	// whose tokens read more keys than it (the longest context, or at most
+	// a sliding window) runs the partitioned kernel and a reduce, its keys
+	// spread evenly over as many partitions as that needs.
 	// Negative: always single pass.
 	AttnPartitionSize int
 	// AttnPartitions, when positive, sets the partition count instead

@@ -803,7 +803,7 @@ var metalAttention = &Space{
 	Params: []Knob{
 		{Name: KnobSimdgroups, Doc: "simdgroups per threadgroup (at most: each walks at least 4 keys), each an online softmax over a run of consecutive keys", Values: Pow2(1, 32)},
 		{Name: KnobHeads, Doc: "query heads per threadgroup (at most; the largest dividing the GQA group)", Values: Enum("1", "2", "4", "8")},
-		{Name: KnobPart, Doc: "context positions per split-K partition, or single", Values: func(s Shape, l Limits) []string {
+		{Name: KnobPart, Doc: "the most context positions a split-K partition takes (spread evenly over as many as need), or single", Values: func(s Shape, l Limits) []string {
 			return append([]string{"single"}, Pow2(32, 4096)(s, l)...)
 		}},
 	},
