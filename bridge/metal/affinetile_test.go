@@ -9,7 +9,6 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
-	"github.com/mtlbench/mtlbench/runner/kbench"
 )
 
 // TestAffineTileWitness runs mlx's affine formats on the prefill tiles
@@ -95,20 +94,9 @@ func TestAffineTileWitness(t *testing.T) {
 		{ops.Args{Op: ops.QMoE, DType: ops.Q8, Ints: ops.Shape{ops.Tokens: 64, ops.Experts: 8, ops.TopK: 2, ops.Hidden: 512, ops.Intermediate: 256}}, 13.9, 207, 6.68},
 	} {
 		t.Run(fmt.Sprintf("%v/%v", c.args.Op, c.args.DType), func(t *testing.T) {
-			b, err := kbench.Prepare(be, c.args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			if _, err := b.Check(); err != nil {
-				t.Fatal(err)
-			}
-			w, ok, err := b.Witness()
-			if err != nil || !ok {
-				t.Fatalf("witness %v (counted %v)", err, ok)
-			}
+			w, _, desc := checkedWitness(t, be, c.args)
 			mb := float64(w.Cost.Bytes()) / 1e6
-			t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, counted %.3f MB, traffic %.3f", b.Describe(),
+			t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, counted %.3f MB, traffic %.3f", desc,
 				w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, mb, w.Efficiency)
 			if w.BytesPerLoad() < c.minBytes || w.CriticalLoads > c.maxCritical || mb > c.maxMB {
 				t.Errorf("%.2f B/load (want >= %.2f), %d critical loads (want <= %d), counted %.3f MB (want <= %.3f)",

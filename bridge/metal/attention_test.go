@@ -6,7 +6,6 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/kernels/ops"
-	"github.com/mtlbench/mtlbench/runner/kbench"
 )
 
 // TestDecodeAttentionRounds holds decode attention to the reference where
@@ -42,19 +41,7 @@ func TestDecodeAttentionRounds(t *testing.T) {
 			be := newEmu(t, metal.Tuning{AttnSimdgroups: c.most, AttnPartitionSize: c.part})
 			a := ops.Args{Op: ops.PagedAttentionDecode, Ints: map[ops.Param]int{ops.Seqs: 1, ops.NumHeads: c.heads,
 				ops.NumKVHeads: c.kv, ops.HeadSize: c.head, ops.BlockSize: 16, ops.Context: c.ctx}, DType: c.dtype}
-			b, err := kbench.Prepare(be, a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			e, err := b.Check()
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, ok, err := b.Witness()
-			if err != nil || !ok {
-				t.Fatalf("witness %v, %v", ok, err)
-			}
+			w, e, _ := checkedWitness(t, be, a)
 			var attn, reduce *struct{ tgs, sgs, barriers int64 }
 			for _, k := range w.Kernels {
 				st := &struct{ tgs, sgs, barriers int64 }{k.Threadgroups, k.Simdgroups, k.Barriers}
@@ -110,19 +97,8 @@ func TestPrefillAttentionSharesKV(t *testing.T) {
 		want  float64 // K and V reads over their distinct bytes
 	}{{0, 2.5}, {1, 20}} {
 		be := newEmu(t, metal.Tuning{AttnPrefillHeads: c.heads})
-		b, err := kbench.Prepare(be, ops.Args{Op: ops.PagedAttentionPrefill, Ints: map[ops.Param]int{ops.Seqs: 1, ops.Tokens: 64,
+		w, _, _ := checkedWitness(t, be, ops.Args{Op: ops.PagedAttentionPrefill, Ints: map[ops.Param]int{ops.Seqs: 1, ops.Tokens: 64,
 			ops.NumHeads: 32, ops.NumKVHeads: 4, ops.HeadSize: 128, ops.BlockSize: 16}, DType: ops.BF16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Check(); err != nil {
-			t.Fatal(err)
-		}
-		w, ok, err := b.Witness()
-		b.Close()
-		if err != nil || !ok {
-			t.Fatalf("witness %v, %v", ok, err)
-		}
 		seen := 0
 		for _, o := range w.Operands {
 			if !strings.HasPrefix(o.Kernel, "paged_attention_prefill") || o.Name != "kc" && o.Name != "vc" {

@@ -242,24 +242,13 @@ func TestGGUFBlockTileWitness(t *testing.T) {
 				ops.Hidden: 512, ops.Intermediate: 256}}, c.moe},
 		} {
 			t.Run(k.name+"/"+string(c.dt), func(t *testing.T) {
-				b, err := kbench.Prepare(be, k.args)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer b.Close()
-				if _, err := b.Check(); err != nil {
-					t.Fatal(err)
-				}
-				w, ok, err := b.Witness()
-				if err != nil || !ok {
-					t.Fatalf("witness %v (counted %v)", err, ok)
-				}
+				w, _, desc := checkedWitness(t, be, k.args)
 				t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, counted %.2f MB, ideal %.2f MB, traffic %.3f, footprint %.3f",
-					b.Describe(), w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, float64(w.Cost.Bytes())/1e6,
+					desc, w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, float64(w.Cost.Bytes())/1e6,
 					float64(w.Ideal)/1e6, w.Efficiency, w.FootprintEfficiency(w.Ideal))
 				if w.BytesPerLoad() < k.want.minBytes || w.CriticalLoads > k.want.maxCritical {
 					t.Errorf("%s: %.2f B/load (want >= %.1f), %d critical loads (want <= %d)",
-						b.Describe(), w.BytesPerLoad(), k.want.minBytes, w.CriticalLoads, k.want.maxCritical)
+						desc, w.BytesPerLoad(), k.want.minBytes, w.CriticalLoads, k.want.maxCritical)
 				}
 			})
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
-	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -153,19 +152,8 @@ func TestDecodeAttentionLoadWidth(t *testing.T) {
 		{64, 4, 512, ops.F16, 6, 30, 14},
 	} {
 		name := fmt.Sprintf("head %d, %d kv heads, %v cache, context %d", c.head, c.kv, c.dt, c.ctx)
-		b, err := kbench.Prepare(be, ops.Args{Op: ops.PagedAttentionDecode, Ints: map[ops.Param]int{ops.Seqs: 1, ops.NumHeads: 32,
+		w, _, _ := checkedWitness(t, be, ops.Args{Op: ops.PagedAttentionDecode, Ints: map[ops.Param]int{ops.Seqs: 1, ops.NumHeads: 32,
 			ops.NumKVHeads: c.kv, ops.HeadSize: c.head, ops.BlockSize: 16, ops.Context: c.ctx}, DType: c.dt})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Check(); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-		w, ok, err := b.Witness()
-		b.Close()
-		if err != nil || !ok {
-			t.Fatalf("%s: witness %v, %v", name, ok, err)
-		}
 		checkLoadWidth(t, name, w.Kernels, []string{"paged_attention_d"}, c.least, 1)
 		for _, k := range w.Kernels {
 			if !strings.HasPrefix(k.Kernel, "paged_attention_d") {

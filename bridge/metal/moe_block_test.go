@@ -16,7 +16,6 @@ import (
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
-	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -293,18 +292,7 @@ func TestMoEPathByRowsPerExpert(t *testing.T) {
 	}{{1, false}, {16, false}, {36, false}, {64, true}, {256, true}} {
 		a := ops.Args{Op: ops.MoE, Ints: ops.Shape{ops.Tokens: c.tokens, ops.Experts: 128, ops.TopK: 8, ops.Hidden: 64,
 			ops.Intermediate: 64}, DType: ops.BF16}
-		b, err := kbench.Prepare(be, a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Check(); err != nil {
-			t.Errorf("%d tokens: %v", c.tokens, err)
-		}
-		w, ok, err := b.Witness()
-		b.Close()
-		if err != nil || !ok {
-			t.Fatalf("%d tokens: witness %v, %v", c.tokens, ok, err)
-		}
+		w, _, _ := checkedWitness(t, be, a)
 		var mv, mm []string
 		for _, k := range w.Kernels {
 			switch {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/kernels/ops"
-	"github.com/mtlbench/mtlbench/runner/kbench"
 )
 
 // Each path of the row norms (kernels/metal/norm.h) holds the Go reference
@@ -47,19 +46,7 @@ func TestNormPaths(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/%dx%d/threads=%d", c.op, c.tokens, c.width, c.threads), func(t *testing.T) {
 			be := newEmu(t, metal.Tuning{NormThreads: c.threads})
-			b, err := kbench.Prepare(be, ops.Args{Op: c.op, Ints: ops.Shape{ops.Tokens: c.tokens, ops.Width: c.width}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			maxErr, err := b.Check() // fails past the case's tolerance
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, ok, err := b.Witness()
-			if err != nil || !ok {
-				t.Fatalf("witness: %v (counted: %v)", err, ok)
-			}
+			w, maxErr, _ := checkedWitness(t, be, ops.Args{Op: c.op, Ints: ops.Shape{ops.Tokens: c.tokens, ops.Width: c.width}})
 			wantLoad := 4.0
 			if c.vec {
 				wantLoad = 16

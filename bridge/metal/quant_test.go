@@ -254,33 +254,22 @@ func TestQuantWitness(t *testing.T) {
 			ops.Intermediate: 512}, DType: ops.Q4}, 0.3, 0, 0},
 	}
 	for _, c := range cases {
-		b, err := kbench.Prepare(be, c.args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Check(); err != nil {
-			t.Fatal(err)
-		}
-		w, ok, err := b.Witness()
-		if err != nil || !ok {
-			t.Fatalf("%s: witness %v %v", b.Describe(), ok, err)
-		}
+		w, _, desc := checkedWitness(t, be, c.args)
 		foot := w.FootprintEfficiency(w.Ideal)
 		t.Logf("%s: counted %.2f MB, ideal %.2f MB, efficiency %.3f (footprint %.3f), %.1f B/load, %.1f lanes/load, %.1f simdgroups/core",
-			b.Describe(), float64(w.Cost.Bytes())/1e6, float64(w.Ideal)/1e6, w.Efficiency, foot, w.BytesPerLoad(), w.LanesPerLoad(), w.SimdgroupsPerCore)
+			desc, float64(w.Cost.Bytes())/1e6, float64(w.Ideal)/1e6, w.Efficiency, foot, w.BytesPerLoad(), w.LanesPerLoad(), w.SimdgroupsPerCore)
 		for _, k := range w.Kernels {
 			t.Logf("    %s: %.1f lanes/load", k.Kernel, k.LanesPerLoad())
 		}
 		if w.Efficiency < c.min {
-			t.Errorf("%s: traffic efficiency %.3f < %g", b.Describe(), w.Efficiency, c.min)
+			t.Errorf("%s: traffic efficiency %.3f < %g", desc, w.Efficiency, c.min)
 		}
 		if foot < c.foot {
-			t.Errorf("%s: footprint efficiency %.3f < %g", b.Describe(), foot, c.foot)
+			t.Errorf("%s: footprint efficiency %.3f < %g", desc, foot, c.foot)
 		}
 		if l := w.LanesPerLoad(); l < c.lanes {
-			t.Errorf("%s: its loads keep %.1f lanes of 32 busy, want at least %g", b.Describe(), l, c.lanes)
+			t.Errorf("%s: its loads keep %.1f lanes of 32 busy, want at least %g", desc, l, c.lanes)
 		}
-		b.Close()
 	}
 }
 

@@ -15,6 +15,28 @@ import (
 	"github.com/mtlbench/mtlbench/runner/kbench"
 )
 
+// checkedWitness prepares a on be, checks it against the reference (an
+// error past the case's tolerance fails) and counts its cost witness. It
+// returns the witness, the largest error and the case's description; any
+// failure ends t.
+func checkedWitness(t *testing.T, be *metal.Backend, a ops.Args) (*kbench.Witness, float64, string) {
+	t.Helper()
+	b, err := kbench.Prepare(be, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	e, err := b.Check()
+	if err != nil {
+		t.Fatalf("%s: %v", b.Describe(), err)
+	}
+	w, ok, err := b.Witness()
+	if err != nil || !ok {
+		t.Fatalf("%s: witness %v (counted %v)", b.Describe(), err, ok)
+	}
+	return w, e, b.Describe()
+}
+
 // witnessCase is a kernel case whose cost witness docs/metal-kernels.md
 // records.
 type witnessCase struct {
@@ -74,19 +96,7 @@ func TestWitnessFigures(t *testing.T) {
 				continue
 			}
 			start := time.Now()
-			b, err := kbench.Prepare(be, c.args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := b.Check()
-			if err != nil {
-				t.Errorf("%s: %v", c.name, err)
-			}
-			w, ok, err := b.Witness()
-			b.Close()
-			if err != nil || !ok {
-				t.Fatalf("%s: witness %v, %v", c.name, ok, err)
-			}
+			w, e, _ := checkedWitness(t, be, c.args)
 			t.Logf("| %s | %.2f MB | %.2f MB | %.3f | %.1f | %.1f | %.1f | (max err %.2g, %v)", c.name, float64(w.Bytes())/1e6,
 				float64(w.Ideal)/1e6, w.Efficiency, w.BytesPerLoad(), w.SimdgroupsPerCore, w.BarriersPerThreadgroup(), e,
 				time.Since(start).Round(time.Second))
@@ -131,18 +141,7 @@ func TestMoEOccupancy(t *testing.T) {
 			tu   metal.Tuning
 		}{{"matvec", metal.Tuning{MoEMatVecMaxRows: 1 << 20}}, {"tiles", metal.Tuning{MoEMatVecMaxRows: -1}}} {
 			be := newEmu(t, path.tu)
-			b, err := kbench.Prepare(be, a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := b.Check(); err != nil {
-				t.Errorf("%d tokens, %s: %v", tokens, path.name, err)
-			}
-			w, ok, err := b.Witness()
-			b.Close()
-			if err != nil || !ok {
-				t.Fatalf("witness %v, %v", ok, err)
-			}
+			w, _, _ := checkedWitness(t, be, a)
 			t.Logf("| %d | %.1f | %s | %.2f MB | %.2f MB | %.3f | %.1f | %.1f |", tokens, rows, path.name, float64(w.Bytes())/1e6,
 				float64(w.Ideal)/1e6, w.Efficiency, w.BytesPerLoad(), w.BarriersPerThreadgroup())
 		}
