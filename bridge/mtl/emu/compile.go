@@ -171,10 +171,12 @@ func compileFlags(rounding, extra []string) []string {
 	// A function's stack frame over frameLimit is an error too: the stack
 	// check at its entry catches a thread that runs out of stack only where
 	// no one frame reaches past the stack's margin (metal_stdlib's
-	// stack_check).
+	// stack_check). Frame pointers let a simd operation name the calls
+	// that reached it (emu_runtime.cpp's call_path).
 	f := []string{"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-exceptions", "-fno-rtti",
 		"-fno-threadsafe-statics", "-ffp-contract=fast", "-Wno-everything", "-Werror=vla",
-		"-flax-vector-conversions=none", fmt.Sprintf("-Wframe-larger-than=%d", frameLimit), "-Werror=frame-larger-than"}
+		"-flax-vector-conversions=none", fmt.Sprintf("-Wframe-larger-than=%d", frameLimit), "-Werror=frame-larger-than",
+		"-fno-omit-frame-pointer"}
 	if runtime.GOARCH == "amd64" {
 		f = append(f, "-march=native") // F16C turns half conversions into single instructions
 	}
@@ -189,8 +191,24 @@ func compileFlags(rounding, extra []string) []string {
 // trap, and a thread array indexed far past its end or a misaligned vector
 // access through a thread pointer fault, ending the process. No sanitizer
 // runtime is linked: the handlers are the runtime's own.
+//
+// No call of the kernels' is a jump (a tail call), which would leave no
+// frame to name its call site to a simd operation (emu_runtime.cpp's
+// call_path); the runtime's are, as its fiber switch returns sooner so.
 var unitFlags = []string{"-fsanitize=integer-divide-by-zero,array-bounds,alignment",
-	"-fno-sanitize-recover=integer-divide-by-zero,array-bounds,alignment", "-fno-sanitize-link-runtime"}
+	"-fno-sanitize-recover=integer-divide-by-zero,array-bounds,alignment", "-fno-sanitize-link-runtime",
+	"-fno-optimize-sibling-calls"}
+
+// callSites makes every function of a unit nomerge and convergent, as a
+// GPU compiler takes them: a simd operation is known by the calls that
+// reached it (emu_runtime.cpp's call_path), so clang may neither fold the
+// calls on both sides of a branch into one nor copy a call that all lanes
+// make into both sides of a branch (jump threading). clang drops
+// convergent from a function that reaches no simd operation.
+func callSites(cpp string) string {
+	return "#pragma clang attribute push(__attribute__((nomerge, convergent)), apply_to = function)\n" + cpp +
+		"\n#pragma clang attribute pop\n"
+}
 
 // frameLimit is the largest stack frame a function may have: a thread's
 // stack is 256 KiB, and stack_check fails one whose stack pointer comes
@@ -480,7 +498,7 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 			info.FCs = append(info.FCs, *fc)
 		}
 		unit := fmt.Sprintf("unit%d.cpp", len(units))
-		if err := os.WriteFile(filepath.Join(tmp, unit), []byte(cpp), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(tmp, unit), []byte(callSites(cpp)), 0o644); err != nil {
 			return "", nil, err
 		}
 		units = append(units, unit)

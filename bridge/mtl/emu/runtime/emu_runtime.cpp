@@ -711,6 +711,7 @@ msl_emu_switch:
 static void fiber_main() {
   Fiber *f = cur;
   Worker *w = (Worker *)f->w;
+  f->top = __builtin_frame_address(0);
   w->k->body(f);
   f->state = ST_DONE;
   w->returned++;
@@ -765,8 +766,30 @@ static void init_fiber(Worker *w, Fiber *f, int i) {
 #endif
 }
 
+// call_path hashes the return addresses of the frames between block_simd
+// and the fiber's first (top): the simd operation's call instruction and
+// the chain of calls that reached it. A function that both sides of a
+// branch call runs one operation per call site, inlined or not, as a GPU
+// runs each side with its own lanes; lanes that call it together share the
+// path (docs/msl-subset.md, "Synchronisation and SIMD groups"). Every frame
+// keeps its frame pointer and no kernel call is a jump (compile.go's
+// compileFlags and unitFlags).
+static inline uint64_t call_path(const Fiber *f, void **fp) {
+  const char *lo = stack_base((Worker *)f->w, f), *hi = lo + STACK;
+  uint64_t h = 0;
+  while ((const char *)fp >= lo && (const char *)fp < hi && fp != f->top) {
+    h = (h ^ uint64_t(uintptr_t(fp[1]))) * 0x9e3779b97f4a7c15ull;
+    void **up = (void **)fp[0];
+    if (up <= fp)
+      break;
+    fp = up;
+  }
+  return h;
+}
+
 void block_simd() {
   Fiber *f = cur;
+  f->op.path = call_path(f, (void **)__builtin_frame_address(0));
   f->state = ST_SIMD;
   to_sched(f);
 }
@@ -967,8 +990,9 @@ static bool same_site(const char *f1, unsigned l1, unsigned c1, const char *f2, 
 }
 
 // resolve_simd completes the pending simd operations of every simdgroup
-// whose lanes have all stopped; lanes waiting at the same call site form one
-// operation. It reports whether any lane became runnable.
+// whose lanes have all stopped; lanes waiting at the same call site along
+// the same path (call_path) form one operation. It reports whether any lane
+// became runnable.
 static bool resolve_simd(Worker *w) {
   bool any = false;
   uint32_t n = w->g.n;
@@ -986,8 +1010,8 @@ static bool resolve_simd(Worker *w) {
       SimdOp *ops[32] = {};
       for (uint32_t i = base; i < end; i++) {
         Fiber *f = &w->fibers[i];
-        if (f->state == ST_SIMD && same_site(f->op.file, f->op.line, f->op.col, lead->op.file, lead->op.line,
-                                             lead->op.col)) {
+        if (f->state == ST_SIMD && f->op.path == lead->op.path &&
+            same_site(f->op.file, f->op.line, f->op.col, lead->op.file, lead->op.line, lead->op.col)) {
           if (f->op.resolve != lead->op.resolve) {
             fail_group(w, "simd operations of different types at %s:%u", lead->op.file, lead->op.line);
           }
