@@ -599,6 +599,7 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		b.out(11, o)
 	}
 	b.bind(13, view{s.errBuf, 0, 16}, true)
+	b.bind(17, b.metaView(sec.tokenPos, T), false)
 	if rope != nil {
 		b.in(14, rope.freqs)
 		if rope.qn != nil {

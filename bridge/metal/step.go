@@ -57,7 +57,11 @@ type committed struct {
 // meta buffer (int32 each).
 type metaSections struct {
 	tokens, positions, slots, queryStart, seqLens, blockTable, logitRows, tokenSeq int
-	numTokens, numSeqs, numRows                                                    int
+	// tokenPos is each token's position as the attention kernels derive it
+	// from its sequence's length and query start (not the caller's
+	// positions, which RoPE takes).
+	tokenPos                    int
+	numTokens, numSeqs, numRows int
 	// tiles[i] lists the first token of each query tile of
 	// prefillQueries[i] tokens (numTiles[i] of them).
 	tiles, numTiles [len(prefillQueries)]int
@@ -223,6 +227,7 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	sec.blockTable = next(m.NumSeqs * m.MaxBlocks)
 	sec.logitRows = next(len(m.LogitRows))
 	sec.tokenSeq = next(m.NumTokens)
+	sec.tokenPos = next(m.NumTokens)
 	for i, q := range prefillQueries {
 		sec.tiles[i] = next(m.NumTokens/q + m.NumSeqs)
 	}
@@ -245,9 +250,11 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	copy(c[sec.blockTable:], int32Bytes(m.BlockTable[:m.NumSeqs*m.MaxBlocks]))
 	copy(c[sec.logitRows:], int32Bytes(m.LogitRows))
 	ts := unsafe.Slice((*int32)(unsafe.Pointer(&c[sec.tokenSeq])), m.NumTokens)
+	tp := unsafe.Slice((*int32)(unsafe.Pointer(&c[sec.tokenPos])), m.NumTokens)
 	for q := 0; q < m.NumSeqs; q++ {
 		for t := m.QueryStartLoc[q]; t < m.QueryStartLoc[q+1]; t++ {
 			ts[t] = int32(q)
+			tp[t] = m.SeqLens[q] - m.QueryStartLoc[q+1] + t
 		}
 	}
 	for i, n := range prefillQueries {

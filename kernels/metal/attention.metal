@@ -214,6 +214,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
                             device const float* inv_freq [[buffer(14), function_constant(attn_rope)]],
                             device const float* qn [[buffer(15), function_constant(attn_qk_norm)]],
                             device const float* kn [[buffer(16), function_constant(attn_qk_norm)]],
+                            device const int* token_pos [[buffer(17)]],
                             threadgroup float* smem [[threadgroup(0)]],
                             uint3 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                             uint3 ntgv [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
@@ -236,16 +237,23 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   // threadgroup memory past the query heads (ops.MetalAttnShared) with the
   // barrier the query heads take: the other simdgroups issue no narrow
   // load of them (docs/metal-kernels.md, "Decode attention's lane
-  // layout"). With attn_rope the simdgroups that rotate query heads need
-  // the token's position first, so they read the sequence data themselves.
-  // They sit past the merge's slots, where a later round's running result
-  // goes (written only after the first round's barrier), so no slot
-  // overwrites them before every simdgroup has read them.
+  // layout"). They sit past the merge's slots, where a later round's
+  // running result goes (written only after the first round's barrier), so
+  // no slot overwrites them before every simdgroup has read them.
   const uint stride = hd + 2;
   const ushort slots = ushort(clamp(a.merge_slots, 1u, uint(nsg)));
   threadgroup float* qs = smem + (uint(slots) * QH * stride + 3) / 4 * 4; // float4-aligned
   threadgroup int* meta = (threadgroup int*)(qs + QH * hd); // s, q0, qlen, new0, then 32 block numbers
-  const bool early = sg == 0 || (attn_rope && sg < QH);
+  const bool early = sg == 0;
+  // The other simdgroups that stage query heads (with attn_rope, those
+  // rotating heads sg, sg + nsg, ...) learn the token's position before the
+  // barrier by one lane's load of token_pos where they need it: to rotate,
+  // or to stage nothing in a partition past the token's keys (a shorter
+  // sequence's, the grid sized for the longest), which leaves at the
+  // barrier (docs/metal-kernels.md, "Decode attention's lane layout").
+  const uint qwords = attn_padded ? QH * hd : uint(QH * D / 4); // the staging's floats, float4s unpadded
+  const bool stager = attn_rope ? sg < QH : (nsg == 1 || (sg > 0 && uint(sg - 1) * 32 < qwords));
+  const bool placed = !early && stager && (attn_rope || (attn_partitioned && part > 0));
   int s = 0, mv = 0;
   if (early) {
     // The sequence by one lane; then its query start, the next one and
@@ -258,7 +266,14 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   int qlen = simd_shuffle(mv, ushort(1)) - q0;
   int new0 = simd_shuffle(mv, ushort(2)) - qlen; // position of the step's first key
   int pos = 0, kbase = 0, kbeg = 0, kend = 0;
-  attn_span(a, new0 + int(t) - q0, part, pos, kbase, kbeg, kend);
+  if (placed) {
+    attn_span(a, simd_broadcast_first(lane == 0 ? token_pos[t] : 0), part, pos, kbase, kbeg, kend);
+  } else {
+    attn_span(a, new0 + int(t) - q0, part, pos, kbase, kbeg, kend);
+  }
+  // Whether the partition holds keys of the token, where known before the
+  // barrier; the first partition always does.
+  const bool holds = early || placed ? kbeg < kend : true;
   device const int* bt = block_table + ulong(s) * a.max_blocks;
   if (sg == 0) {
     // The partition's first 32 blocks, one a lane, up to its last key
@@ -282,8 +297,9 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   // g does heads g, g + nsg, ...), read from device memory once per
   // threadgroup into smem, which later holds the partial results. Without
   // RoPE simdgroup 0, which reads the sequence data, stages none of them.
+  // A partition without keys of the token stages none.
   if (attn_rope) {
-    if (kbeg < kend) {
+    if (holds) {
       for (int h = sg; h < QH; h += nsg) {
         float r[E];
         rope_lane<E, KPL, LPK>(q + (ulong(t) * a.heads + h0 + h) * hd, qn, inv_freq, float(pos), a.eps, d0, hd, r);
@@ -296,7 +312,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     }
   } else {
     const uint qt = nsg > 1 ? uint(tid) - 32u : uint(tid), qstep = nsg > 1 ? uint(ntg) - 32u : uint(ntg);
-    if (nsg == 1 || sg > 0) {
+    if (stager && holds) {
       if (!attn_padded) {
         device const float4* q4 = (device const float4*)(q + (ulong(t) * a.heads + h0) * D);
         for (uint i = qt; i < uint(QH * D / 4); i += qstep) {
@@ -528,7 +544,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
       constant AttnArgs&, device const float*, device const float*, device const float*, device KV*, device KV*, \
       device const int*, device const int*, device const int*, device const int*, device const int*,             \
       device float*, device float*, device atomic_uint*, device const float*, device const float*,               \
-      device const float*, threadgroup float*, uint3, ushort, uint3, ushort, ushort, ushort);
+      device const float*, device const int*, threadgroup float*, uint3, ushort, uint3, ushort, ushort, ushort);
 
 #define INSTANTIATE_ATTN_KV(D, KV, S)                                                                             \
   INSTANTIATE_ATTN(D, 1, KV, S)                                                                                   \
