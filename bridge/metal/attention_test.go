@@ -1,6 +1,7 @@
 package metal_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -16,8 +17,10 @@ import (
 // queries and the sequence data and two a round but the last
 // (docs/metal-kernels.md, "Decode attention at short contexts"; the
 // queries sat where the first round's slots go, which took a barrier
-// more), and the split-K reduce's one barrier a chunk of 32 partitions
-// (three, when it read their maxima first).
+// more), and the split-K reduce's one barrier a chunk of
+// ops.MetalAttnReduceChunk partitions (of 32 before, and three when it
+// read their maxima first), its threadgroups serving
+// ops.MetalAttnReduceHeads heads each.
 func TestDecodeAttentionRounds(t *testing.T) {
 	cases := []struct {
 		name                       string
@@ -71,9 +74,13 @@ func TestDecodeAttentionRounds(t *testing.T) {
 				t.Errorf("%d barriers over %d threadgroups, want %d: %d rounds of %d slots", got, attn.tgs, want, rounds, slots)
 			}
 			if c.part > 0 && c.ctx+1 > c.part {
-				chunks := int64((c.ctx+1+c.part-1)/c.part+31) / 32
+				parts := (c.ctx + 1 + c.part - 1) / c.part
+				chunks := int64((parts + ops.MetalAttnReduceChunk - 1) / ops.MetalAttnReduceChunk)
+				hr := ops.MetalAttnReduceHeads(parts, c.head, c.heads, 1024)
 				if reduce == nil {
 					t.Fatalf("no split-K reduce among %v", w.Kernels)
+				} else if got, want := reduce.tgs, int64((c.heads+hr-1)/hr); got != want {
+					t.Errorf("reduce: %d threadgroups, want %d: %d heads a threadgroup", got, want, hr)
 				} else if got, want := reduce.barriers, reduce.tgs*chunks; got != want {
 					t.Errorf("reduce: %d barriers over %d threadgroups, want %d", got, reduce.tgs, want)
 				}
@@ -114,6 +121,54 @@ func TestPrefillAttentionSharesKV(t *testing.T) {
 		}
 		if seen != 2 {
 			t.Errorf("heads a threadgroup %d: %d of the cache operands kc, vc witnessed", c.heads, seen)
+		}
+	}
+}
+
+// The split-K reduce reads a token's partitions' maxima and sums a lane a
+// (partition, head) pair, the pairs of as many heads a threadgroup as fill
+// a simdgroup's load (ops.MetalAttnReduceHeads), and the token's position
+// once: every load but the pairs' last keeps 32 lanes busy, and its busiest
+// simdgroup issues a load for the position, one for the pairs and one a
+// partition for its head elements (docs/metal-kernels.md, "Decode
+// attention at short contexts"). It read the pairs a lane a partition of
+// one head, 2 lanes of a load at 2 partitions, and the sequence data in
+// four loads of every simdgroup (29.7 lanes a load and 8 critical loads at
+// 2 partitions, 70 at 64).
+func TestDecodeAttentionReduceLoads(t *testing.T) {
+	for _, c := range []struct {
+		head, kv, ctx int
+		tu            metal.Tuning
+		parts         int
+	}{
+		{64, 4, 512, metal.Tuning{}, 2},
+		{128, 8, 512, metal.Tuning{}, 2},
+		{64, 4, 4096, metal.Tuning{}, 9},
+		{128, 8, 4096, metal.Tuning{}, 9},
+		{64, 4, 4095, metal.Tuning{AttnPartitions: 64}, 64},
+		{256, 8, 4095, metal.Tuning{AttnPartitions: 64}, 64},
+	} {
+		name := fmt.Sprintf("32/%d heads of %d, %d partitions", c.kv, c.head, c.parts)
+		be := newEmu(t, c.tu)
+		w, _, _ := checkedWitness(t, be, ops.Args{Op: ops.PagedAttentionDecode, Ints: map[ops.Param]int{ops.Seqs: 1, ops.NumHeads: 32,
+			ops.NumKVHeads: c.kv, ops.HeadSize: c.head, ops.BlockSize: 16, ops.Context: c.ctx}, DType: ops.F16})
+		n := 0
+		for _, k := range w.Kernels {
+			if k.Kernel != "paged_attention_reduce" {
+				continue
+			}
+			n++
+			t.Logf("%s: %.2f lanes a load, %d critical loads, %d barriers over %d threadgroups, %d loads, %d bytes", name,
+				k.LanesPerLoad(), k.CriticalLoads, k.Barriers, k.Threadgroups, k.Loads, k.BytesRead)
+			if k.LanesPerLoad() < 31.5 {
+				t.Errorf("%s: the reduce keeps %.2f lanes a load busy, want at least 31.5", name, k.LanesPerLoad())
+			}
+			if want := int64(c.parts + 2); k.CriticalLoads > want {
+				t.Errorf("%s: the reduce's busiest simdgroup issues %d loads, want at most %d", name, k.CriticalLoads, want)
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s: %d split-K reduces ran, want 1", name, n)
 		}
 	}
 }

@@ -613,15 +613,19 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		return
 	}
 	pr := b.pipeline("paged_attention_reduce", fcNone)
+	if pr == nil {
+		return
+	}
+	// A simdgroup per 32 head elements, and as many heads a threadgroup as
+	// fill a load of their partitions' (m, l) pairs.
+	hr := ops.MetalAttnReduceHeads(parts, D, heads, pr.MaxTotalThreadsPerThreadgroup())
 	b.args(argBytes(b, a))
 	b.bind(1, partO, false)
 	b.bind(2, partML, false)
-	b.bind(3, b.metaView(sec.seqLens, sec.numSeqs), false)
-	b.bind(4, b.metaView(sec.queryStart, sec.numSeqs+1), false)
-	b.bind(5, b.metaView(sec.tokenSeq, T), false)
-	b.out(6, o)
-	// At least a simdgroup: the reduction weighs 32 partitions at a time.
-	b.dispatchGroups(pr, [3]int{T, heads, 1}, [3]int{32 * ceilDiv(D, 32), 1, 1})
+	b.bind(3, b.metaView(sec.tokenPos, T), false)
+	b.out(4, o)
+	b.threadgroupMemory(ops.MetalAttnReduceMemory(hr, parts))
+	b.dispatchGroups(pr, [3]int{T, ceilDiv(heads, hr), 1}, [3]int{32 * ceilDiv(D, 32) * hr, 1, 1})
 }
 
 // prefill encodes the tiled prefill attention (the keys already in the

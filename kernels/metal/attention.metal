@@ -37,7 +37,7 @@
 // kv_write).
 #include "mtlbench.h"
 
-#define REDUCE_CHUNK 32 // partitions paged_attention_reduce weighs at a time, one a lane
+#define REDUCE_CHUNK 256 // partitions of a head paged_attention_reduce weighs at a time (ops.MetalAttnReduceChunk)
 
 inline ulong cache_offset(constant AttnArgs& a, uint block, uint kvh, uint off) {
   return ((ulong(block) * a.kv_heads + kvh) * a.block_size + off) * a.head_dim;
@@ -564,64 +564,64 @@ INSTANTIATE_ATTN_D(128)
 INSTANTIATE_ATTN_D(256)
 
 // paged_attention_reduce combines the partitions of split-K attention: one
-// threadgroup per (token, head) of head_dim threads. Only the partitions
-// that hold keys of the token's context are read: with a sliding window,
-// those its window spans, counted from the window's first key.
+// threadgroup per (token, HR heads), HR = threads / (head_dim rounded up to
+// 32) (ops.MetalAttnReduceHeads), a thread per head element. Only the
+// partitions that hold keys of the token's context are read: with a
+// sliding window, those its window spans, counted from the window's first
+// key.
 kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device const float* part_o [[buffer(1)]],
                                    device const float* part_ml [[buffer(2)]],
-                                   device const int* seq_lens [[buffer(3)]],
-                                   device const int* query_start [[buffer(4)]],
-                                   device const int* token_seq [[buffer(5)]], device float* out [[buffer(6)]],
+                                   device const int* token_pos [[buffer(3)]], device float* out [[buffer(4)]],
+                                   threadgroup float2* pairs [[threadgroup(0)]],
                                    uint2 tg [[threadgroup_position_in_grid]],
                                    ushort tid [[thread_index_in_threadgroup]],
-                                   ushort lane [[thread_index_in_simdgroup]],
-                                   ushort sg [[simdgroup_index_in_threadgroup]]) {
-  const uint t = tg.x, h = tg.y, D = a.head_dim;
-  const int s = token_seq[t];
-  const int q0 = query_start[s];
-  const int qlen = query_start[s + 1] - q0;
-  const uint ctx = uint(seq_lens[s] - qlen + int(t) - q0 + 1);
+                                   uint2 ntgv [[threads_per_threadgroup]]) {
+  const uint D = a.head_dim, DP = (D + 31) / 32 * 32, ntg = ntgv.x, HR = ntg / DP;
+  const uint t = tg.x, j = tid / DP, d = tid % DP, h = tg.y * HR + j;
+  // The token's keys, from its position (every thread the same word).
+  const uint ctx = uint(token_pos[t]) + 1;
   const uint keys = a.window > 0 ? min(ctx, a.window) : ctx;
   const uint np = min((keys + a.partition_size - 1) / a.partition_size, a.num_partitions);
-  const ulong base = (ulong(t) * a.heads + h) * a.num_partitions;
-  // The partitions' maxima and sums are read once per threadgroup, by the
-  // first simdgroup, REDUCE_CHUNK partitions at a time, a lane's (m, l) in
-  // one load: it folds each chunk into a running maximum and sum and leaves
-  // the chunk's weights, and its rescaling of what came before, in
-  // threadgroup memory, in halves by the chunk's parity, so one barrier a
-  // chunk parts its writes from every thread's reads (two while the maximum
-  // came first).
-  threadgroup float fw[2][REDUCE_CHUNK], fl[2][REDUCE_CHUNK], fr[2];
-  const uint d = tid; // one element of the head per thread (D threads)
+  const uint hn = min(HR, a.heads - tg.y * HR); // the heads of this threadgroup
+  // The heads' (m, l) pairs come a lane a (head, partition) pair,
+  // REDUCE_CHUNK partitions of each head at a time, into threadgroup
+  // memory, in halves by the chunk's parity, so one barrier a chunk parts
+  // its writes from every thread's reads. Each thread folds a chunk into
+  // its head's running maximum and sums, partitions in order: one chunk
+  // (REDUCE_CHUNK partitions and fewer) weighs every partition by the
+  // overall maximum (docs/metal-kernels.md, "Decode attention at short
+  // contexts").
+  const uint cw = min(np, uint(REDUCE_CHUNK)); // a half's pairs a head
   float M = NEG_MAX, Ls = 0.0f, O = 0.0f;
   for (uint c0 = 0, c = 0; c0 < np; c0 += REDUCE_CHUNK, c ^= 1) {
     const uint n = min(uint(REDUCE_CHUNK), np - c0);
-    if (sg == 0) {
-      float2 ml = float2(NEG_MAX, 0.0f);
-      if (lane < n) {
-        ml = ((device const float2*)part_ml)[base + c0 + lane];
+    threadgroup float2* cur = pairs + c * HR * cw;
+    for (uint i = tid; i < hn * n; i += ntg) {
+      const uint hi = i / n, p = i % n;
+      cur[hi * cw + p] = ((device const float2*)part_ml)[(ulong(t) * a.heads + tg.y * HR + hi) * a.num_partitions + c0 + p];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (j < hn) {
+      threadgroup const float2* mine = cur + j * cw;
+      float mn = M;
+      for (uint p = 0; p < n; p++) {
+        mn = max(mn, mine[p].x);
       }
-      const float mn = max(M, simd_max(ml.x));
-      const float f = lane < n ? exp(ml.x - mn) : 0.0f;
-      fw[c][lane] = f;
-      fl[c][lane] = f * ml.y;
-      if (lane == 0) {
-        fr[c] = exp(M - mn);
+      const float r = exp(M - mn);
+      Ls *= r;
+      O *= r;
+      const ulong base = (ulong(t) * a.heads + h) * a.num_partitions + c0;
+      for (uint p = 0; p < n; p++) {
+        const float f = exp(mine[p].x - mn);
+        Ls += f * mine[p].y;
+        if (d < D) {
+          O += f * part_o[(base + p) * D + d];
+        }
       }
       M = mn;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float r = fr[c];
-    Ls *= r;
-    O *= r;
-    for (uint p = 0; p < n; p++) {
-      Ls += fl[c][p];
-      if (d < D) {
-        O += fw[c][p] * part_o[(base + c0 + p) * D + d];
-      }
-    }
   }
-  if (d < D) {
+  if (j < hn && d < D) {
     out[(ulong(t) * a.heads + h) * D + d] = O / Ls;
   }
 }

@@ -43,8 +43,30 @@ func TestSplitRule(t *testing.T) {
 // partition's keys (at least MetalAttnKeysPerSimdgroup each, at most the
 // tuning's), and its partial results meet in as many slots as 32 KiB holds
 // beside the query heads and the words one simdgroup shares, or the
-// running result.
+// running result. The split-K reduce serves as many heads a threadgroup as
+// fill a load of their (m, l) pairs, within the threads and heads there are.
 func TestMetalAttnLaunch(t *testing.T) {
+	for _, c := range []struct{ parts, head, heads, threads, want int }{
+		{2, 64, 32, 1024, 16},  // 32 pairs: 16 heads of 2 simdgroups
+		{2, 128, 32, 1024, 8},  // 1,024 threads: 8 heads of 4 simdgroups
+		{9, 64, 32, 1024, 3},   // 27 pairs
+		{64, 64, 32, 1024, 1},  // two loads of one head's pairs
+		{1, 32, 32, 1024, 32},  // a pair a head
+		{2, 48, 4, 1024, 4},    // every head there is
+		{2, 64, 32, 256, 4},    // a pipeline of 256 threads
+		{300, 256, 32, 128, 1}, // fewer threads than a head: one head still
+	} {
+		if got := MetalAttnReduceHeads(c.parts, c.head, c.heads, c.threads); got != c.want {
+			t.Errorf("MetalAttnReduceHeads(%d, %d, %d, %d) = %d, want %d", c.parts, c.head, c.heads, c.threads, got, c.want)
+		}
+	}
+	for _, c := range []struct{ hr, parts, bytes int }{
+		{16, 2, 2 * 16 * 2 * 8}, {1, 64, 2 * 64 * 8}, {1, 1000, 2 * MetalAttnReduceChunk * 8},
+	} {
+		if got := MetalAttnReduceMemory(c.hr, c.parts); got != c.bytes {
+			t.Errorf("MetalAttnReduceMemory(%d, %d) = %d, want %d", c.hr, c.parts, got, c.bytes)
+		}
+	}
 	for _, c := range []struct{ most, keys, want int }{
 		{32, 1, 1}, {32, 4, 1}, {32, 5, 2}, {32, 9, 4}, {32, 128, 32}, {32, 129, 32}, {32, 512, 32},
 		{4, 512, 4}, {8, 20, 8}, {1, 1000, 1}, {3, 1000, 3}, {3, 5, 2}, {6, 20, 6},

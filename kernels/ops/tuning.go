@@ -1173,6 +1173,30 @@ func MetalAttnMemory(nsg, heads, headSize, most int) (bytes, slots int) {
 	return max(slots*slot+run, past(slots)+staged), slots
 }
 
+// MetalAttnReduceChunk is the partitions of a head Metal's split-K reduce
+// (paged_attention_reduce, REDUCE_CHUNK) weighs at a time, one barrier
+// each: a token's partitions up to it take one barrier and are weighed by
+// their overall maximum.
+const MetalAttnReduceChunk = 256
+
+// MetalAttnReduceHeads is the heads a threadgroup of Metal's split-K reduce
+// serves, a simdgroup for each 32 elements of a head, over tokens of up to
+// partitions partitions: as many as fill one simdgroup load of their (m,
+// l) pairs, a lane a (head, partition) pair, within threads threads and
+// the heads there are (docs/metal-kernels.md, "Decode attention at short
+// contexts"). One head a threadgroup read 2 pairs a load at 2 partitions.
+func MetalAttnReduceHeads(partitions, headSize, heads, threads int) int {
+	dp := (headSize + 31) / 32 * 32
+	return max(1, min(32/max(partitions, 1), threads/dp, heads))
+}
+
+// MetalAttnReduceMemory is the threadgroup memory of Metal's split-K
+// reduce serving hr heads over tokens of up to partitions partitions: two
+// halves (by a chunk's parity) of hr heads' pairs of a chunk, 8 bytes each.
+func MetalAttnReduceMemory(hr, partitions int) int {
+	return 2 * hr * min(partitions, MetalAttnReduceChunk) * 8
+}
+
 // MetalPrefillStage is one stage of Metal's tiled prefill attention: keys
 // rows of K and of V, headSize values of stage bytes each (the cache's
 // dtype; bf16 is 4 before MSL 3.1) plus 16 bytes of padding.
