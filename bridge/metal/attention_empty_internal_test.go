@@ -1,11 +1,14 @@
 package metal
 
 import (
+	"encoding/binary"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/kernels"
 )
 
@@ -84,5 +87,86 @@ func TestDecodeAttentionEmptyPartitions(t *testing.T) {
 					q, wantQ, holding, len(c.seqs), parts*len(c.seqs))
 			}
 		})
+	}
+}
+
+// With the RoPE folded into decode attention, the token's own key is
+// rotated only where it is used: by the last simdgroup of the partition
+// that writes it to the cache and the simdgroup whose run holds it, so the
+// attention reads k as often over several partitions as over one (the last
+// simdgroup of every partition rotated it, each partition's reading k
+// again; docs/metal-kernels.md, "Decode attention at short contexts").
+func TestDecodeAttentionRoPEKeyOnce(t *testing.T) {
+	seqs := [][2]int{{300, 1}, {41, 1}, {7, 1}}
+	const heads, kv, dim, bs = 8, 2, 64, 16
+	kread := func(tu Tuning) (int64, string) {
+		be, err := New(emuDevice(t), Options{Tuning: tu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		maxBlocks := 0
+		for _, s := range seqs {
+			maxBlocks = max(maxBlocks, (s[0]+s[1]+bs-1)/bs)
+		}
+		perm := make([]int, maxBlocks*len(seqs))
+		for i := range perm {
+			perm[i] = (i*7 + 3) % len(perm)
+		}
+		meta := quanttest.RaggedMeta(seqs, maxBlocks, bs, perm)
+		T := meta.NumTokens
+		alloc := func(shape ...int) *tensor {
+			x, err := be.Alloc(bridge.F32, shape...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := tt(x).contents()
+			for i := 0; i+4 <= len(b); i += 4 {
+				binary.LittleEndian.PutUint32(b[i:], math.Float32bits(float32(i%97)/97-0.5))
+			}
+			return tt(x)
+		}
+		kc, vc := alloc(len(perm), kv, bs, dim), alloc(len(perm), kv, bs, dim)
+		q, k, v, out := alloc(T, heads*dim), alloc(T, kv*dim), alloc(T, kv*dim), alloc(T, heads*dim)
+		defer func() {
+			for _, x := range []*tensor{kc, vc, q, k, v, out} {
+				be.Free(x)
+			}
+		}()
+		if err := be.BeginStep(meta, make([]int32, T), false); err != nil {
+			t.Fatal(err)
+		}
+		freqs := be.ropeFreqs(dim, kernels.Rotary{Theta: 10000})
+		be.attention(out, q, k, v, bridge.KVCache{K: kc, V: vc, BlockSize: bs}, heads, kv, dim, 0.125, 0,
+			&attnRoPE{freqs: freqs, eps: 1e-6})
+		if _, err := be.EndStep(); err != nil {
+			t.Fatal(err)
+		}
+		ds, ok := be.LastStepCost()
+		if !ok {
+			t.Fatal("the step was not witnessed")
+		}
+		var n int64
+		var names []string
+		for _, d := range ds {
+			names = append(names, d.Kernel)
+			if !strings.HasPrefix(d.Kernel, "paged_attention_d") {
+				continue
+			}
+			for _, o := range d.Operands {
+				if o.Name == "k" {
+					n += o.Read
+				}
+			}
+		}
+		return n, strings.Join(names, " ")
+	}
+	one, k1 := kread(Tuning{})
+	for _, size := range []int{128, 32} {
+		got, ks := kread(Tuning{AttnPartitionSize: size})
+		t.Logf("k read %d bytes in partitions of %d (%s), %d in one (%s)", got, size, ks, one, k1)
+		if got != one {
+			t.Errorf("partitions of %d: the attention read %d bytes of k, %d in one partition", size, got, one)
+		}
 	}
 }

@@ -346,20 +346,23 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   const int run = ((kend - kbeg + nsg - 1) / nsg + KPL - 1) / KPL * KPL;
   const int jbeg = kbeg + int(sg) * run, jend = min(kend, jbeg + run);
 
-  // With attn_rope, the token's own key rotated here (k holds it as the
-  // projection wrote it), in the simdgroups that use it: the one that
-  // writes the cache (the last) and the one whose run holds the token.
-  const ushort writer = nsg - 1;
-  float krot[E];
-  if (attn_rope && (sg == writer || (pos >= jbeg && pos < jend))) {
-    rope_lane<E, KPL, LPK>(k + ulong(t) * kvw + kvh * hd, kn, inv_freq, float(pos), a.eps, d0, hd, krot);
-  }
-
   // The cache write of this token's key and value, once per kv head, by
   // the last simdgroup (simdgroup 0 read the sequence data) of the
   // partition holding it, a vector load a lane of each.
-  if (attn_new_kv && h0 % group == 0 && sg == writer &&
-      (!attn_partitioned || uint(pos - kbase) / a.partition_size == part)) {
+  const ushort writer = nsg - 1;
+  const bool writes = attn_new_kv && h0 % group == 0 && sg == writer &&
+                      (!attn_partitioned || uint(pos - kbase) / a.partition_size == part);
+
+  // With attn_rope, the token's own key rotated here (k holds it as the
+  // projection wrote it), in the simdgroups that use it: the one that
+  // writes it to the cache and the one whose run holds it (the last of
+  // every partition rotated it, docs/metal-kernels.md, "Decode attention
+  // at short contexts").
+  float krot[E];
+  if (attn_rope && (writes || (pos >= jbeg && pos < jend))) {
+    rope_lane<E, KPL, LPK>(k + ulong(t) * kvw + kvh * hd, kn, inv_freq, float(pos), a.eps, d0, hd, krot);
+  }
+  if (writes) {
     const int slot = slot_mapping[t];
     if (slot >= 0 && uint(slot) >= a.num_blocks * a.block_size) {
       if (lane == 0) {
