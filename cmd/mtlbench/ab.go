@@ -512,14 +512,16 @@ func abPreflight(ctx context.Context, side abSide, suite, backend string) error 
 // backend its run takes, by its `devices` list: a backend that does not
 // open here would fail that side's run only once the round has begun.
 // auto opens what there is; a binary whose list cannot be read (an older
-// one) leaves the check to its round.
+// one) leaves the check to its round. The list is of that backend alone:
+// the whole list opens metal-emu, whose first open compiles its kernels
+// for longer than the check waits (docs/msl-subset.md, "Speed").
 func abBackendOpens(ctx context.Context, side abSide, backend string) error {
 	if backend == "" || backend == "auto" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, side.bin, "devices", "--format", "json").Output()
+	out, err := exec.CommandContext(ctx, side.bin, "devices", "--backend", backend, "--format", "json").Output()
 	if err != nil {
 		return nil
 	}

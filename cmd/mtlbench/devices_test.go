@@ -191,3 +191,37 @@ func TestDeviceRowStatus(t *testing.T) {
 		}
 	}
 }
+
+// devices --backend lists that backend alone and opens no other (metal-emu's
+// first open compiles its kernels for minutes); a name of no backend is
+// refused with the names there are.
+func TestDevicesOneBackend(t *testing.T) {
+	for _, tc := range []struct {
+		backend, want string
+	}{
+		{"cpu", ""},
+		{"auto", `--backend "auto": want cpu, metal, metal-emu or cuda`},
+		{"cpuu", `--backend "cpuu": want cpu, metal, metal-emu or cuda (did you mean "cpu"?)`},
+	} {
+		out, _, err := mtl(t, "devices", "--backend", tc.backend, "--format", "json")
+		if tc.want != "" {
+			if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("--backend %s: exit %d, %v; want %q", tc.backend, exitCode(err), err, tc.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []struct {
+			Backend string  `json:"backend"`
+			Device  *string `json:"device"`
+		}
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if len(rows) != 1 || rows[0].Backend != tc.backend || rows[0].Device == nil {
+			t.Errorf("--backend %s: rows %+v, want that backend's alone, opened\n%s", tc.backend, rows, out)
+		}
+	}
+}

@@ -240,8 +240,16 @@ func devicesCommand() *cli.Command {
 			"The two tables are then one document: titled in table and md, a \"# title\" line before each in\n" +
 			"csv, a json array of {title, rows} objects.",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()},
-			&cli.BoolFlag{Name: "pipelines", Usage: "also list each tunable kernel's pipeline limits"}},
+			&cli.BoolFlag{Name: "pipelines", Usage: "also list each tunable kernel's pipeline limits"},
+			&cli.StringFlag{Name: "backend", Usage: "list only this backend (" + strings.Join(backends.Names[1:], ", ") + "), opening no other: metal-emu's first open compiles its kernels for minutes"}},
 		Action: func(c *cli.Context) error {
+			names := backends.Names[1:]
+			if b := c.String("backend"); b != "" {
+				if err := enumFlag("--backend", b, names...); err != nil {
+					return err
+				}
+				names = []string{b}
+			}
 			bo, err := backendOptions(0)
 			if err != nil {
 				return err
@@ -250,7 +258,7 @@ func devicesCommand() *cli.Command {
 			t := &table.Table{Header: []string{"backend", "device", "cores", "memory", "available", "status"},
 				Data: &table.Data{Columns: []string{"backend", "device", "cores", "memory_bytes", "available_bytes", "status"}}}
 			pt := &table.Table{Title: "pipelines", Header: []string{"backend", "op", "kernel", "max threads/threadgroup", "simd width", "static threadgroup memory"}}
-			for _, name := range backends.Names[1:] {
+			for _, name := range names {
 				be, err := backends.Open(name, bo)
 				if err != nil {
 					t.Rows = append(t.Rows, []string{name, "-", "-", "-", "-", backendStatus(name, err)})

@@ -677,6 +677,24 @@ func TestABBackendOpensBeforeRounds(t *testing.T) {
 			}
 		})
 	}
+	// It asks of that backend alone: the whole list opens metal-emu, whose
+	// first open compiles for minutes, past the check's minute, and the
+	// clang it started went on compiling through the rounds.
+	for _, backend := range []string{"cpu", "cuda"} {
+		args := filepath.Join(dir, backend+".args")
+		bin := filepath.Join(dir, "asked-"+backend)
+		script := help + "if [ \"$1\" = devices ]; then echo \"$*\" > " + args + "; echo '[]'; fi\nexit 0\n"
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := abBackendOpens(t.Context(), abSide{label: "baseline", bin: bin}, backend); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(args)
+		if want := "devices --backend " + backend + " --format json\n"; err != nil || string(got) != want {
+			t.Errorf("%s: the binary was asked %q (%v), want %q", backend, got, err, want)
+		}
+	}
 	// ab itself asks before its first round, of the suite's backend.
 	suite := filepath.Join(dir, "k.yaml")
 	os.WriteFile(suite, []byte("name: k\nbackend: cpu\ncases:\n  - name: matmul\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 64, k: 64, dtype: f32 }\n"), 0o644)
