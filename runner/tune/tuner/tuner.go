@@ -38,6 +38,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/quantile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
@@ -566,7 +567,7 @@ func (t *bucketRun) run(ctx context.Context) *Result {
 	for _, p := range pruned {
 		t.res.Candidates = append(t.res.Candidates, &Candidate{Config: p.Config, Status: StatusPruned, Reason: p.Reason})
 	}
-	t.event("space", 0, 0, "%d candidates, %d pruned by constraints or as duplicates", len(cands), len(pruned))
+	t.event("space", 0, 0, "%s, %d pruned by constraints or as duplicates", plural.Of(len(cands), "candidate"), len(pruned))
 
 	t.cb = &candidateBackend{Backend: t.o.Backend}
 	defer reset(t.cb)
@@ -627,7 +628,7 @@ func (t *bucketRun) emulated(def *Candidate) {
 			checked++
 		}
 	}
-	r.Verdict = fmt.Sprintf("emulated: %d candidates checked against the reference, %d disqualified; timings are the emulator's, not a GPU's: no tuned config", checked, wrong)
+	r.Verdict = fmt.Sprintf("emulated: %s checked against the reference, %d disqualified; timings are the emulator's, not a GPU's: no tuned config", plural.Of(checked, "candidate"), wrong)
 	r.Fewest = fewestBytes(r.Candidates)
 	if r.Fewest != nil && def.Witness != nil {
 		r.Verdict += "; " + witnessVerdict(def, r.Fewest, t.b.Kernel.String(r.Fewest.Config))
@@ -908,8 +909,12 @@ func (t *bucketRun) sweep(ctx context.Context, cands []tune.Config) ([]*Candidat
 	for _, i := range order[n-1:] {
 		t.byKey[cands[i].Key()].Reason = why
 	}
-	t.event("time", 0, rounds, "%d candidates pass the reference check; %d interleaved rounds of %v samples",
-		len(timed), rounds, t.o.SampleTime)
+	pass := "pass"
+	if len(timed) == 1 {
+		pass = "passes"
+	}
+	t.event("time", 0, rounds, "%s %s the reference check; %s of %v samples",
+		plural.Of(len(timed), "candidate"), pass, plural.Of(rounds, "interleaved round"), t.o.SampleTime)
 	return timed, t.rounds(ctx, timed, rounds, "time", false)
 }
 
@@ -1048,7 +1053,7 @@ func (t *bucketRun) confirm(ctx context.Context, def *Candidate, timed []*Candid
 		}
 	}
 	if r.Verdict == "" {
-		r.Verdict = fmt.Sprintf("default %s kept: no other candidate ran correctly", k.String(def.Config))
+		r.Verdict = "default " + k.String(def.Config) + " kept: " + noFinalist(t.res.Candidates)
 	}
 	for _, c := range t.res.Candidates {
 		c.Winner = c.Config.Equal(r.Winner) && c.Status == StatusTimed
@@ -1059,6 +1064,29 @@ func (t *bucketRun) confirm(ctx context.Context, def *Candidate, timed []*Candid
 		P: significant(r.P, 3), Samples: len(def.Confirm), SourceHash: tune.SourceHash(t.o.Backend, string(k.Op)),
 		ToolVersion: t.o.ToolVersion, TunedAt: time.Now().UTC().Truncate(time.Second), Note: r.Verdict}
 	t.event("done", 0, 0, "%s", r.Verdict)
+}
+
+// noFinalist says why no candidate but the default reached the
+// confirmation: the space left none, every other was disqualified, or some
+// were never timed (a budget, a search that did not draw them).
+func noFinalist(cands []*Candidate) string {
+	others, wrong := 0, 0
+	for _, c := range cands {
+		if c.Default || c.Status == StatusPruned {
+			continue
+		}
+		others++
+		if c.Status == StatusDisqualified {
+			wrong++
+		}
+	}
+	switch {
+	case others == 0:
+		return "it is the only candidate the space leaves at this shape"
+	case wrong == others:
+		return "no other candidate ran correctly"
+	}
+	return fmt.Sprintf("no other candidate reached the confirmation: %d disqualified, %d not timed", wrong, others-wrong)
 }
 
 // LeastConfirm is the fewest confirmation rounds in which the best of top

@@ -631,3 +631,64 @@ func TestSuiteBucketsFixedDType(t *testing.T) {
 		t.Errorf("rms_norm at bf16: %v", err)
 	}
 }
+
+// A bucket's progress counts its candidates and rounds in words, and a
+// default kept for want of finalists says why: a space of the default
+// alone said "1 candidates pass" and "no other candidate ran correctly",
+// as if others had been wrong.
+func TestOneCandidateSaysSo(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 1})
+	for _, tc := range []struct {
+		shape  tune.Shape
+		rounds int
+		want   []string
+	}{
+		{tune.Shape{"m": 1, "n": 8, "k": 8}, 1, []string{"space: 1 candidate, 6 pruned",
+			"time: 1 candidate passes the reference check; 1 interleaved round of",
+			"done: default even/1t kept: it is the only candidate the space leaves at this shape"}},
+		{tune.Shape{"m": 1, "n": 32, "k": 8}, 2, []string{"space: 3 candidates, 4 pruned",
+			"time: 3 candidates pass the reference check; 2 interleaved rounds of"}},
+	} {
+		b, err := ShapeBucket(be, "matmul", "f32", tc.shape, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := quick(be, nil)
+		o.Rounds = tc.rounds
+		var got []string
+		o.Progress = func(e Event) { got = append(got, e.Phase+": "+e.Msg) }
+		rep, err := Run(context.Background(), []Bucket{b}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(got, "\n")
+		for _, w := range tc.want {
+			if !strings.Contains(all, w) {
+				t.Errorf("%s: progress lacks %q:\n%s", tc.shape.Key(), w, all)
+			}
+		}
+		if r := rep.Results[0]; r.Entry == nil || r.Entry.Note != r.Verdict {
+			t.Errorf("%s: entry %+v, verdict %q", tc.shape.Key(), r.Entry, r.Verdict)
+		}
+	}
+}
+
+func TestNoFinalist(t *testing.T) {
+	def := &Candidate{Default: true, Status: StatusTimed}
+	pruned := &Candidate{Status: StatusPruned}
+	wrong := &Candidate{Status: StatusDisqualified}
+	untimed := &Candidate{Status: StatusNotTimed, Reason: "budget exhausted"}
+	for _, tc := range []struct {
+		cands []*Candidate
+		want  string
+	}{
+		{[]*Candidate{def, pruned}, "it is the only candidate the space leaves at this shape"},
+		{[]*Candidate{def, wrong, pruned, wrong}, "no other candidate ran correctly"},
+		{[]*Candidate{def, wrong, untimed, untimed}, "no other candidate reached the confirmation: 1 disqualified, 2 not timed"},
+		{[]*Candidate{def, untimed}, "no other candidate reached the confirmation: 0 disqualified, 1 not timed"},
+	} {
+		if got := noFinalist(tc.cands); got != tc.want {
+			t.Errorf("%d candidates: %q, want %q", len(tc.cands), got, tc.want)
+		}
+	}
+}
