@@ -55,6 +55,17 @@ func abInterrupted(dir string, r, rounds int) (keep bool, err error) {
 	return true, &exitError{code: 130, err: errors.New(msg)}
 }
 
+// abInterruptedChecking is ab's error when interrupted while it checked
+// the binaries, before a round ran: exit 130, and where a resumed ab's
+// earlier rounds still are.
+func abInterruptedChecking(dir string, fresh bool) error {
+	msg := "ab interrupted while it checked the binaries, before its rounds"
+	if fresh {
+		return &exitError{code: 130, err: errors.New(msg + ": nothing was measured")}
+	}
+	return &exitError{code: 130, err: fmt.Errorf("%s: the rounds measured are kept in %s, and the same ab with --resume %s finishes it", msg, dir, dir)}
+}
+
 // abHeld lists the side databases in dir: what the rounds recorded.
 func abHeld(dir string) []string {
 	var held []string
@@ -289,14 +300,20 @@ func abCommand() *cli.Command {
 			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
 			defer stop()
 			for i, side := range []abSide{sides[false], sides[true]} {
-				if err := abPreflight(ctx, side, suitePath, c.String("backend")); err != nil {
-					return err
-				}
 				backend := []*suites.Suite{suite, probe}[i].Backend
 				if b := c.String("backend"); b != "" {
 					backend = b
 				}
-				if err := abBackendOpens(ctx, side, backend); err != nil {
+				err := abPreflight(ctx, side, suitePath, c.String("backend"))
+				if err == nil {
+					err = abBackendOpens(ctx, side, backend)
+				}
+				// An interrupt stops a check's binary: that is no fault
+				// of the binary's, nor a tool error.
+				if ctx.Err() != nil {
+					return abInterruptedChecking(dir, fresh)
+				}
+				if err != nil {
 					return err
 				}
 			}

@@ -390,3 +390,30 @@ func TestABKeepsRoundWhenASideRecordsNothing(t *testing.T) {
 		})
 	}
 }
+
+// An ab interrupted while it checks the binaries, before any round, exits
+// 130 saying so: the check's binary, stopped by the interrupt, made it
+// blame the next check's binary ("failed `run --lockstep --help`: context
+// canceled") and exit 2, a tool error. The baseline's devices check here
+// interrupts ab itself, as Ctrl-C would while it ran.
+func TestABInterruptedWhileChecking(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "interrupts")
+	script := "#!/bin/sh\n" +
+		"if [ \"$1 $2\" = \"run --lockstep\" ]; then echo '   mtlbench run - run a benchmark suite'; exit 0; fi\n" +
+		"if [ \"$1\" = devices ]; then kill -INT $PPID; exec sleep 20; fi\nexit 0\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(dir, "k.yaml")
+	os.WriteFile(suite, []byte("name: k\nbackend: cpu\ncases:\n  - name: matmul\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 64, k: 64, dtype: f32 }\n"), 0o644)
+	keep := filepath.Join(dir, "keep")
+	_, stderr, err := mtl(t, "ab", suite, "--baseline-bin", bin, "--candidate-bin", bin, "--rounds", "3", "--keep", keep)
+	if exitCode(err) != 130 || !strings.Contains(err.Error(), "ab interrupted while it checked the binaries, before its rounds: nothing was measured") ||
+		strings.Contains(stderr, "round 1/3") {
+		t.Errorf("ab interrupted in its checks: exit %d, %v\n%s", exitCode(err), err, stderr)
+	}
+	if left, _ := os.ReadDir(keep); len(left) != 0 {
+		t.Errorf("--keep %s holds %d files after an ab that measured nothing", keep, len(left))
+	}
+}
