@@ -388,6 +388,47 @@ func TestSideNamesUnfinishedRuns(t *testing.T) {
 	}
 }
 
+// A side pooling runs of several backends or commits names them all: it
+// named the first run's alone, so a pool of a cpu run and an emulated one
+// read "(runs 1,2, cpu)" and one of two commits gave the first commit as
+// the side's.
+func TestSideNamesEveryBackendAndCommit(t *testing.T) {
+	db, err := results.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, r := range []results.Run{
+		{Backend: "cpu", GitCommit: "aaaaaaaaaaaa1"},           // 1
+		{Backend: "cpu", GitCommit: "aaaaaaaaaaaa2"},           // 2: the same 10-character prefix
+		{Backend: "metal-emu", Emulated: true, GitCommit: "b"}, // 3
+		{Backend: "cpu"},                       // 4: no commit
+		{Backend: "metal-emu", Emulated: true}, // 5
+	} {
+		r.SuiteName, r.Status = "s", results.RunComplete
+		if _, err := db.CreateRun(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ refs, want string }{
+		{"1", "A (run 1, cpu, commit aaaaaaaaaa)"},
+		{"1,2", "A (runs 1,2, cpu, commit aaaaaaaaaa)"},
+		{"3", "A (run 3, metal-emu, emulated, commit b)"},
+		{"3,5", "A (runs 3,5, metal-emu, emulated, commit b)"},
+		{"1,3", "A (runs 1,3, backends cpu, metal-emu, run 3 emulated, commits aaaaaaaaaa, b)"},
+		{"4,1", "A (runs 4,1, cpu, commit aaaaaaaaaa)"},
+		{"4,3,5", "A (runs 4,3,5, backends cpu, metal-emu, runs 3,5 emulated, commit b)"},
+	} {
+		side, err := Load(db, "A", tc.refs, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := side.Describe(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.refs, got, tc.want)
+		}
+	}
+}
+
 // Where matched cases differ in a parameter (run --set keeps the key),
 // compare's and gate's data carry each side's value in a column of its
 // own, in every row, and no single column claims one value for both;

@@ -242,17 +242,39 @@ func (s *Side) Describe() string {
 		word = "run"
 	}
 	d := fmt.Sprintf("%s (%s %s", s.Label, word, strings.Join(ids, ","))
-	if len(s.Runs) > 0 {
-		r := s.Runs[0]
-		if r.Backend != "" {
-			d += ", " + r.Backend
+	// A pool says every backend and commit its runs have, not the first
+	// run's as if all shared it.
+	var backends, commits, emulated []string
+	for i, r := range s.Runs {
+		if r.Backend != "" && !slices.Contains(backends, r.Backend) {
+			backends = append(backends, r.Backend)
+		}
+		if c := r.Commit[:min(len(r.Commit), 10)]; c != "" && !slices.Contains(commits, c) {
+			commits = append(commits, c)
 		}
 		if r.Emulated {
-			d += ", emulated"
+			emulated = append(emulated, ids[i])
 		}
-		if c := r.Commit; c != "" {
-			d += ", commit " + c[:min(len(c), 10)]
-		}
+	}
+	switch {
+	case len(backends) == 1:
+		d += ", " + backends[0]
+	case len(backends) > 1:
+		d += ", backends " + strings.Join(backends, ", ")
+	}
+	switch {
+	case len(emulated) == len(s.Runs) && len(emulated) > 0:
+		d += ", emulated"
+	case len(emulated) == 1:
+		d += ", run " + emulated[0] + " emulated"
+	case len(emulated) > 1:
+		d += ", runs " + strings.Join(emulated, ",") + " emulated"
+	}
+	switch {
+	case len(commits) == 1:
+		d += ", commit " + commits[0]
+	case len(commits) > 1:
+		d += ", commits " + strings.Join(commits, ", ")
 	}
 	// What such a run stored is compared as it stands (show marks its
 	// cases unfinished): say so.
