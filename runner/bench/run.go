@@ -415,6 +415,11 @@ func checkResume(s *suites.Suite, o Options, info bridge.DeviceInfo) (*results.R
 	if was := run.BackendNotes; was != "" && was != info.Notes {
 		differ = append(differ, fmt.Sprintf("backend notes %q (now %q)", was, info.Notes))
 	}
+	// The run keeps its tag: another one asked for would be dropped
+	// without a word, and the run not found by it. None asked keeps it.
+	if o.Tag != "" && o.Tag != run.Tag {
+		differ = append(differ, fmt.Sprintf("tag %q (now %q)", run.Tag, o.Tag))
+	}
 	if len(differ) > 0 {
 		return nil, fmt.Errorf("resume: run %d was recorded with %s: resume it with the settings it was made with", run.ID, strings.Join(differ, ", "))
 	}

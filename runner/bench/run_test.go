@@ -178,6 +178,12 @@ func TestInterruptAndResume(t *testing.T) {
 		!strings.Contains(err.Error(), `was recorded with threads default (now 1)`) {
 		t.Fatalf("resume with other threads: %v", err)
 	}
+	// Resumed with another tag, the tag was dropped without a word; none
+	// given keeps the run's (a run's printed resume names none).
+	if _, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID, Tag: "later"}); err == nil ||
+		!strings.Contains(err.Error(), `was recorded with tag "" (now "later")`) {
+		t.Fatalf("resume with another tag: %v", err)
+	}
 	// Another suite's run, and a run of no suite, are named as what they are.
 	other := loadSuite(t, strings.Replace(tinySuite, "name: tiny", "name: other", 1))
 	if _, err := Run(context.Background(), other, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID}); err == nil ||
