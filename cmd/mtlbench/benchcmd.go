@@ -155,6 +155,12 @@ func benchCommand() *cli.Command {
 				if errors.Is(err, bench.ErrInterrupted) {
 					return interruptedEarly(err)
 				}
+				// bench's suite is its flags: "a different version of
+				// bench" would name no file the user can look at.
+				if sc := (*bench.SuiteChangedError)(nil); errors.As(err, &sc) {
+					return fmt.Errorf("resume: run %d was made from another suite than these bench flags build (suite hash %.12s, now %.12s): "+
+						"resume it with the flags it was made with, as the resume command its interruption printed gives them", sc.Run, sc.Was, sc.Now)
+				}
 				return benchFlagErrors(text, err)
 			}
 			db := st.db

@@ -511,7 +511,8 @@ func TestBenchResume(t *testing.T) {
 		t.Fatalf("resume: %v\n%s", err, stderr)
 	}
 	// --threads is the cases' threads: another count builds another suite.
-	if _, _, err := mtl(t, append(flags, "--resume", "2", "--threads", "1")...); err == nil || !strings.Contains(err.Error(), "made from a different version of bench") {
+	if _, _, err := mtl(t, append(flags, "--resume", "2", "--threads", "1")...); err == nil || !strings.Contains(err.Error(), "resume: run 2 was made from another suite than these bench flags build (suite hash ") ||
+		!strings.Contains(err.Error(), "resume it with the flags it was made with, as the resume command its interruption printed gives them") {
 		t.Errorf("a resume at another count: %v", err)
 	}
 	out, _, err := mtl(t, "show", "2", "--db", path, "--format", "csv")

@@ -375,9 +375,20 @@ func sameSuite(run *results.Run, s *suites.Suite) error {
 		return fmt.Errorf("run %d is of suite %q%s, not of %q (%s)", run.ID, run.SuiteName, from, s.Name, s.File)
 	}
 	if run.SuiteHash != s.Hash {
-		return fmt.Errorf("run %d was made from a different version of %s (suite hash %.12s, now %.12s)", run.ID, s.File, run.SuiteHash, s.Hash)
+		return &SuiteChangedError{Run: run.ID, File: s.File, Was: run.SuiteHash, Now: s.Hash}
 	}
 	return nil
+}
+
+// SuiteChangedError is a resume from another version of the run's suite:
+// bench, whose suite its flags build, says which flags to give instead.
+type SuiteChangedError struct {
+	Run            int64
+	File, Was, Now string
+}
+
+func (e *SuiteChangedError) Error() string {
+	return fmt.Sprintf("run %d was made from a different version of %s (suite hash %.12s, now %.12s)", e.Run, e.File, e.Was, e.Now)
 }
 
 // checkResume is the run o.Resume names, or why it cannot be resumed with
