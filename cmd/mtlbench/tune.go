@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -511,7 +512,7 @@ func tuneShow(c *cli.Context) error {
 			return err
 		}
 		l, err := tune.DirLayer(tune.FromUser, d)
-		if err != nil && !os.IsNotExist(err) {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		for i := range store.Layers {
@@ -595,7 +596,7 @@ func tuneExport(c *cli.Context) error {
 		return err
 	}
 	l, err := tune.DirLayer(tune.FromUser, dir)
-	if err != nil && !os.IsNotExist(err) {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	if len(l.Entries) == 0 {

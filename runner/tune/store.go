@@ -2,6 +2,7 @@ package tune
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -100,7 +102,7 @@ func Default(dir string, warn func(string)) *Store {
 	}
 	if d, err := UserDir(); err == nil {
 		l, err := DirLayer(FromUser, d)
-		if err != nil && !os.IsNotExist(err) {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.warn("user:"+d, fmt.Sprintf("tuned configs: %v", err))
 		}
 		s.Layers = append(s.Layers, l)
@@ -111,13 +113,14 @@ func Default(dir string, warn func(string)) *Store {
 
 // DirLayer reads every *.json file in dir but hidden ones (what a write
 // killed midway leaves, an editor's copy). A missing folder is an empty
-// layer and an error matching os.IsNotExist; a bad file is skipped and
-// reported in the error while the others are kept.
+// layer and an error matching fs.ErrNotExist, naming the folder in words
+// (not Go's "open"); a bad file is skipped and reported in the error
+// while the others are kept.
 func DirLayer(name, dir string) (Layer, error) {
 	l := Layer{Name: name, Where: dir}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return l, err
+		return l, readfile.PathError(dir, err)
 	}
 	var errs []string
 	for _, e := range ents {

@@ -267,6 +267,16 @@ func TestDefaultStoreReadsOverrideAndUserCache(t *testing.T) {
 	if c, _ := s.Lookup(query(4, "h")); c.String() != "chunked/2 (env override)" {
 		t.Errorf("after a broken file: %s", c)
 	}
+	// An override folder that is not there is said in words, the folder
+	// named ("open DIR: ..." was Go's); a user cache not made yet is none.
+	missing := filepath.Join(tmp, "nowhere")
+	warned = nil
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(tmp, "no-cache"))
+	t.Setenv("HOME", filepath.Join(tmp, "no-home"))
+	s = Default(missing, func(m string) { warned = append(warned, m) })
+	if want := "tuned configs: override folder: " + missing + ": no such file or directory"; len(warned) != 1 || warned[0] != want {
+		t.Errorf("warnings %q, want only %q", warned, want)
+	}
 }
 
 func TestNearestBucket(t *testing.T) {
