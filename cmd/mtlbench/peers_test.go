@@ -604,14 +604,27 @@ func TestRunsByTagsAndKind(t *testing.T) {
 			t.Fatalf("%v\n%s", err, stderr)
 		}
 	}
+	// An untagged run, which --tag "" lists alone: it listed every run,
+	// as if --tag were left out.
+	store, err := results.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CreateRun(&results.Run{SuiteName: "s", Backend: "cpu", Status: results.RunComplete}); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
 	for _, c := range []struct {
 		args []string
 		n    int
 	}{
 		{[]string{"--tag", "x,y"}, 2},
 		{[]string{"--tag", "y"}, 1},
+		{[]string{"--tag", ""}, 1},
+		{[]string{"--tag="}, 1},
 		{[]string{"--kind", "peer"}, 2},
-		{[]string{"--kind", "suite"}, 0},
+		{[]string{"--kind", "suite"}, 1},
+		{nil, 3},
 	} {
 		out, _, err := mtl(t, append([]string{"runs", "--db", db, "--format", "csv"}, c.args...)...)
 		if err != nil {

@@ -52,7 +52,11 @@ func runsCommand() *cli.Command {
 			}
 			defer db.Close()
 			filter := results.RunFilter{SuiteName: c.String("suite"), Kind: c.String("kind"), Limit: c.Int("limit")}
-			if t := c.String("tag"); t != "" {
+			if t := c.String("tag"); t == "" && c.IsSet("tag") {
+				// --tag "" is no tag, as a run records it: the untagged
+				// runs, not every run as if --tag were left out.
+				filter.Tags = []string{""}
+			} else if t != "" {
 				if strings.Trim(t, ", \t") == "" {
 					return fmt.Errorf("--tag %q names no tag", t)
 				}
