@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
@@ -272,13 +273,44 @@ func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config, sc *suite
 	if mp.RangeRatio > 0 {
 		lens = fmt.Sprintf("prompt_len %d and gen_len %d at range_ratio %g draw request %d of %d + %d", mp.PromptLen, mp.GenLen, mp.RangeRatio, i, prompt, gen)
 	}
+	total := mp.Depth + prompt + gen
 	if mp.Depth > 0 {
-		return s.ErrorAt(c.PosOf(suites.ParamDepth), "case %s: depth %d + %s = %d tokens, more than the %s of %s (hint: lower depth)",
-			c.Name, mp.Depth, lens, mp.Depth+prompt+gen, what, cfg.Name)
+		lens = fmt.Sprintf("depth %d + %s", mp.Depth, lens)
 	}
-	pos := c.PosOf(suites.ParamPromptLen)
-	return s.ErrorAt(pos, "case %s: %s = %d tokens, more than the %s of %s (hint: lower prompt_len or gen_len)",
-		c.Name, lens, prompt+gen, what, cfg.Name)
+	at, lower := overLengths(total-n, mp.Depth, prompt, gen)
+	return s.ErrorAt(c.PosOf(at), "case %s: %s = %d tokens, more than the %s of %s (hint: lower %s)",
+		c.Name, lens, total, what, cfg.Name, lower)
+}
+
+// overLengths says which of a request's lengths to lower so that it sheds
+// over tokens: those that can alone (depth down to 0, prompt_len and
+// gen_len to 1), else every one that can be lowered, and the parameter the
+// error stands at, the longest of them. A depth of 1 beside a gen_len of
+// 5000 hinted "lower depth", at depth's line.
+func overLengths(over, depth, prompt, gen int) (at, lower string) {
+	parts := []struct {
+		name     string
+		val, min int
+	}{{suites.ParamDepth, depth, 0}, {suites.ParamPromptLen, prompt, 1}, {suites.ParamGenLen, gen, 1}}
+	var names []string
+	longest := -1
+	for _, alone := range []bool{true, false} {
+		for _, p := range parts {
+			if p.val-p.min >= over || !alone && p.val > p.min {
+				names = append(names, p.name)
+				if p.val > longest {
+					at, longest = p.name, p.val
+				}
+			}
+		}
+		if len(names) > 0 {
+			break
+		}
+	}
+	if len(names) == 0 { // nothing left to lower: the model's positions are too few
+		return suites.ParamPromptLen, "prompt_len or gen_len"
+	}
+	return at, strings.Join(names, " or ")
 }
 
 // checkKVBlocks refuses a case whose kv_blocks cannot hold one request of

@@ -167,6 +167,48 @@ cases:
 	}
 }
 
+// A request past the model's positions is refused at the length to lower
+// and hints the lengths that can shed the excess, each alone where any
+// can: depth 1 beside gen_len 5000 hinted "lower depth", at depth's line.
+// Each case's params are on line 8, in the order depth, prompt_len,
+// gen_len; qwen3-moe-mini has 4096 positions.
+func TestCheckPositionsNamesWhatToLower(t *testing.T) {
+	for _, c := range []struct {
+		depth, prompt, gen int
+		at, lower          string
+	}{
+		{1, 4, 5000, "gen_len", "gen_len"},
+		{5000, 4, 2, "depth", "depth"},
+		{0, 3000, 3000, "prompt_len", "prompt_len or gen_len"},
+		{0, 2, 4100, "gen_len", "gen_len"},
+		{2000, 2000, 2000, "depth", "depth or prompt_len or gen_len"},
+		{2000, 100, 2100, "gen_len", "depth or gen_len"},
+		{3000, 3000, 3000, "depth", "depth or prompt_len or gen_len"},
+	} {
+		params := fmt.Sprintf("depth: %d, prompt_len: %d, gen_len: %d", c.depth, c.prompt, c.gen)
+		s := loadSuite(t, `name: pos
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { `+params+`, batch: 1 }
+`)
+		err := Check(s, nil)
+		col := strings.Index(params, c.at+":") + len("    params: { ") + 1
+		lens := fmt.Sprintf("prompt_len %d + gen_len %d", c.prompt, c.gen)
+		if c.depth > 0 {
+			lens = fmt.Sprintf("depth %d + %s", c.depth, lens)
+		}
+		want := fmt.Sprintf(":8:%d: case c: %s = %d tokens, more than the 4096 positions of qwen3-moe-mini (hint: lower %s)",
+			col+len(c.at)+2, lens, c.depth+c.prompt+c.gen, c.lower)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want it to say %q", params, err, want)
+		}
+	}
+}
+
 // A kv_blocks too few for the batch's prompts side by side, each
 // prefilled whole as they all arrive at once, is refused: the scheduler
 // seats a request only where its prompt fits, so the batch would run a
