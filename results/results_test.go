@@ -947,3 +947,36 @@ func openUpgraded(t *testing.T, path string) *DB {
 	}
 	return db
 }
+
+// A tag is refused only where a reference would not find it again: a
+// tag "latest~1" was refused as "how a reference names the newest runs",
+// a form no reference reads; tagged so, a run is found by it.
+func TestCheckTag(t *testing.T) {
+	for _, tc := range []struct{ tag, want string }{
+		{"", ""},
+		{"main", ""},
+		{"latest~1", ""},
+		{"latest-main", ""},
+		{"latest", `tag "latest" is how a reference names the newest runs`},
+		{"7", `tag "7" is a number, which a reference reads as run 7`},
+		{"a,b", `tag "a,b" holds a comma`},
+		{" a", `tag " a" starts or ends with a space`},
+	} {
+		err := CheckTag(tc.tag)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("CheckTag(%q) = %v, want %q", tc.tag, err, tc.want)
+		}
+	}
+	db, err := Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	id, err := db.CreateRun(&Run{SuiteName: "s", Backend: "cpu", Tag: "latest~1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := db.ResolveRef("latest~1"); err != nil || len(ids) != 1 || ids[0] != id {
+		t.Errorf("a run tagged latest~1: %v, %v", ids, err)
+	}
+}

@@ -668,7 +668,7 @@ func CheckTag(tag string) error {
 		return fmt.Errorf("tag %q is a number, which a reference reads as run %d", tag, id)
 	}
 	switch {
-	case tag == "latest" || strings.HasPrefix(tag, "latest~"):
+	case tag == "latest":
 		return fmt.Errorf("tag %q is how a reference names the newest runs", tag)
 	case strings.Contains(tag, ","):
 		return fmt.Errorf("tag %q holds a comma, which pools references (a,b)", tag)
