@@ -678,6 +678,22 @@ func (t *Tokenizer) readMerges(raw json.RawMessage, vocab map[string]int) error 
 	return nil
 }
 
+// notUTF8 says where text's first byte that begins no UTF-8 character is,
+// as a file's decoding error does (internal/jsonerr.UTF8): a long prompt
+// said only that it was not UTF-8 somewhere.
+func notUTF8(text string) error {
+	off, chars := 0, 0
+	for off < len(text) {
+		r, n := utf8.DecodeRuneInString(text[off:])
+		if r == utf8.RuneError && n == 1 {
+			break
+		}
+		off += n
+		chars++
+	}
+	return fmt.Errorf("the text is not valid UTF-8: byte %#02x at byte offset %d (character %d) begins no UTF-8 character", text[off], off, chars+1)
+}
+
 // VocabSize is one past the largest id the tokenizer gives.
 func (t *Tokenizer) VocabSize() int { return t.size }
 
@@ -686,7 +702,7 @@ func (t *Tokenizer) VocabSize() int { return t.size }
 // default.
 func (t *Tokenizer) Encode(text string, special bool) ([]int32, error) {
 	if !utf8.ValidString(text) {
-		return nil, fmt.Errorf("the text is not valid UTF-8")
+		return nil, notUTF8(text)
 	}
 	at := pass{first: true, deadline: time.Now().Add(encodeBudget)}
 	var ids []int32

@@ -150,8 +150,15 @@ func TestBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tok.Encode("bad \xff byte", true); err == nil || !contains(err.Error(), "not valid UTF-8") {
-		t.Errorf("invalid UTF-8: %v", err)
+	// Where the first bad byte is: a long prompt said only "not valid UTF-8".
+	for _, tc := range []struct{ text, want string }{
+		{"bad \xff byte", "the text is not valid UTF-8: byte 0xff at byte offset 4 (character 5) begins no UTF-8 character"},
+		{"\xc3", "the text is not valid UTF-8: byte 0xc3 at byte offset 0 (character 1) begins no UTF-8 character"},
+		{"é\xc3\xa9x\xe2\x82", "the text is not valid UTF-8: byte 0xe2 at byte offset 5 (character 4) begins no UTF-8 character"},
+	} {
+		if _, err := tok.Encode(tc.text, true); err == nil || err.Error() != tc.want {
+			t.Errorf("invalid UTF-8 %q: %v, want %q", tc.text, err, tc.want)
+		}
 	}
 	// Ids past the vocabulary (a padded embedding table's) are left out.
 	if got, err := tok.Decode([]int32{40, 1 << 20, -1, 41}, true); err != nil || got != mustDecode(t, tok, 40, 41) {
