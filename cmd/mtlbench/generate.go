@@ -22,6 +22,7 @@ import (
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -472,12 +473,20 @@ func tokenLine(toks []int32) string {
 	return strings.Join(ids, " ")
 }
 
+// parseTokens reads --tokens as every list of the command line is read
+// (results.SplitList: an empty item is refused as such, not as an id).
 func parseTokens(s string) ([]int32, error) {
-	var out []int32
-	for i, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
+	items, err := results.SplitList("--tokens", s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int32, 0, len(items))
+	for i, f := range items {
 		v, err := strconv.ParseInt(f, 10, 32)
-		if err != nil {
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return nil, fmt.Errorf("--tokens: item %d (%s) is no vocabulary's id: ids run from 0 to %d at most", i+1, f, math.MaxInt32)
+		case err != nil:
 			return nil, fmt.Errorf("--tokens: item %d (%q) is not a token id", i+1, f)
 		}
 		out = append(out, int32(v))

@@ -466,6 +466,12 @@ func TestErrorsAreClear(t *testing.T) {
 	}{
 		{[]string{"generate", "--model", "nope", "--tokens", "1"}, `model "nope" is neither a preset`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1,x"}, `item 2 ("x") is not a token id`},
+		// --tokens is a list as the others: an empty item is one, said so
+		// (it was "item 2 ("") is not a token id"), and a number past int32
+		// is no id of any vocabulary, not "not a token id".
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1,,2"}, `--tokens "1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", ""}, `--tokens "": item 1 of 1 is empty`},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1, 99999999999"}, `--tokens: item 2 (99999999999) is no vocabulary's id: ids run from 0 to 2147483647 at most`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "tpu"}, `--against "tpu": want auto, cpu, metal, metal-emu or cuda`},
 		{[]string{"selftest", "--backend", "cpu", "--filter", "no-such-check-xyz"}, `--filter "no-such-check-xyz" matches no check (mtlbench selftest --backend cpu lists them)`},
 		// A near miss of an op's name says which one.
