@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -94,7 +95,7 @@ func benchCommand() *cli.Command {
 				Requests: c.Int("requests"), SLO: c.String("slo"), RangeRatio: c.Float64("range-ratio"), Synthetic: c.Bool("synthetic"),
 				Threads: c.Int("threads")}
 			if spec.Rates, err = parseRates(c.String("request-rate")); err != nil {
-				return fmt.Errorf("--request-rate: %w", err)
+				return err
 			}
 			if spec.Burstiness, err = suites.ParseBurstiness(c.String("burstiness")); err != nil {
 				return fmt.Errorf("--burstiness: %w", err)
@@ -284,21 +285,27 @@ type quickSpec struct {
 }
 
 // parseRates reads --request-rate's list: each a rate the suites' poisson
-// arrival takes (suites.ParseRate, so a flag and a file refuse the same).
+// arrival takes (suites.ParseRate, so a flag and a file refuse the same);
+// its errors name the flag.
 func parseRates(s string) ([]string, error) {
 	if s == "" {
 		return nil, nil
 	}
+	// An empty item is refused as every list's is (results.SplitList),
+	// not as a rate that is no number.
+	items, err := results.SplitList("--request-rate", s)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
 	seen := map[float64]string{}
-	for i, r := range strings.Split(s, ",") {
-		r = strings.TrimSpace(r)
+	for i, r := range items {
 		x, err := suites.ParseRate(r)
 		if err != nil {
-			return nil, fmt.Errorf("item %d: %v", i+1, err)
+			return nil, fmt.Errorf("--request-rate: item %d: %v", i+1, err)
 		}
 		if prev, dup := seen[x]; dup {
-			return nil, fmt.Errorf("%s given twice (as %s and %s)", strconv.FormatFloat(x, 'g', -1, 64), prev, r)
+			return nil, fmt.Errorf("--request-rate: %s given twice (as %s and %s)", strconv.FormatFloat(x, 'g', -1, 64), prev, r)
 		}
 		seen[x] = r
 		out = append(out, r)

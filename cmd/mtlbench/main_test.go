@@ -493,7 +493,7 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--layers", "99", "--backend", "cpu"}, "--layers: qwen3-moe-mini: layers=99 out of range 1..6"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "100000000"}, "--block-size 100000000: the KV cache takes blocks of 8, 16 or 32 tokens"},
 		{[]string{"tune", "--kernel", "matmul,matmul", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "matmul,matmul": matmul twice`},
-		{[]string{"tune", "--kernel", "matmul,", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "matmul,": an empty name in the list`},
+		{[]string{"tune", "--kernel", "matmul,", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "matmul,": item 2 of 2 is empty (a comma too many, or a variable left unset?)`},
 		// A tag a reference could not find again.
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--tag", "latest", "--db", filepath.Join(dir, "r.db")}, `--tag: tag "latest" is how a reference names the newest runs`},
 		{[]string{"run", "x.yaml", "--tag", "7"}, `--tag: tag "7" is a number, which a reference reads as run 7`},

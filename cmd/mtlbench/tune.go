@@ -183,12 +183,12 @@ func tuneRun(c *cli.Context) error {
 	var kernels []string
 	if c.IsSet("kernel") {
 		k := c.String("kernel")
-		for _, name := range strings.Split(k, ",") {
-			name = strings.TrimSpace(name)
-			switch {
-			case name == "":
-				return fmt.Errorf("--kernel %q: an empty name in the list", k)
-			case slices.Contains(kernels, name):
+		names, err := results.SplitList("--kernel", k)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if slices.Contains(kernels, name) {
 				return fmt.Errorf("--kernel %q: %s twice", k, name)
 			}
 			kernels = append(kernels, name)

@@ -248,7 +248,12 @@ func TestTuneErrors(t *testing.T) {
 		{[]string{"tune", "--kernel", "attention", "--shape", "tokens=1"}, "no tunables"},
 		// An empty --kernel (a script's unset variable) names no kernel: it
 		// is refused, not run as a tune of nothing.
-		{[]string{"tune", "--kernel", "", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "": an empty name in the list`},
+		{[]string{"tune", "--kernel", "", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "": item 1 of 1 is empty`},
+		// Every list of the command line refuses an empty item in one
+		// wording (results.SplitList): --kernel said "an empty name in
+		// the list", --request-rate "rate \"\" is not a number".
+		{[]string{"tune", "--kernel", "matmul,,moe", "--dry-run"}, `--kernel "matmul,,moe": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "8", "--requests", "16", "--request-rate", "1,,2", "--print-suite"}, `--request-rate "1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
 		// Flags that would be dropped without a word are refused.
 		{[]string{"tune", "ci", "--dtype", "q4", "--dry-run"}, "tune: --dtype goes with --kernel, not a suite: each case tunes at its own dtype"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--out", notJSON + ".new", "--dir", t.TempDir(), "--dry-run"}, "tune: give --out FILE or --dir FOLDER, not both"},
