@@ -54,6 +54,11 @@ func tuneCommand() *cli.Command {
 			"GPU's, so no tuned config is written. There the cost witness counts each candidate's\n" +
 			"bytes as a GPU would move them (--witness-gpu: against which Mac), stored with the run,\n" +
 			"and the verdict names the default's bytes and the candidate moving the fewest.\n" +
+			"Ctrl-C (or SIGTERM) stops a tune; each finished bucket's winner is kept, written as the bucket\n" +
+			"ends, and tune names them and prints the command that tunes the rest: the same arguments with\n" +
+			"--skip-tuned, which keeps each bucket whose stored winner was tuned by this build (commit, tool\n" +
+			"version, kernel source) on this device against the same default and space, and tunes the others.\n\n" +
+			"   mtlbench tune suites/qwen3-moe.yaml --backend metal --skip-tuned   # tune what an interrupted tune left\n\n" +
 			"docs/tuning.md has more.",
 		Flags: []cli.Flag{
 			dbFlag(),
@@ -75,6 +80,7 @@ func tuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", TakesFile: true, Usage: "tuned-config file to merge the winners into (default: the user's cache; not -, which a merge cannot be)"},
 			&cli.StringFlag{Name: "dir", TakesFile: true, Usage: "tuned folder to use instead of the user's cache"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list the buckets and their pruned spaces; time nothing"},
+			&cli.BoolFlag{Name: "skip-tuned", Usage: "keep each bucket whose winner the tuned-config file holds from a tune of this build, device, kernel source, default and space (an interrupted tune's), tuning the rest"},
 			tagFlag("label of the tune run in the database"),
 			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU the cost witness reads each candidate's counts against, e.g. \"M2 Pro\" (default M3 Ultra)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
@@ -163,6 +169,8 @@ func tuneRun(c *cli.Context) error {
 		return errors.New("tune: give --out FILE or --dir FOLDER, not both: the winners go to one file")
 	case c.String("out") == stdoutPath:
 		return noStdout("--out", stdoutPath, "the winners are merged into the tuned configs a file holds")
+	case c.Bool("skip-tuned") && c.Bool("dry-run"):
+		return errors.New("tune: --skip-tuned goes with a tune that times, not --dry-run, which times nothing")
 	case c.NArg() == 1:
 		var err error
 		if s, err = suites.Resolve(c.Args().First()); err != nil {
@@ -322,6 +330,13 @@ func tuneRun(c *cli.Context) error {
 	if !be.Info().Emulated {
 		o.OnResult = kept.add
 	}
+	if c.Bool("skip-tuned") {
+		// checkTunedOut read it already; no file is nothing tuned yet.
+		o.Tuned = &tune.File{}
+		if f, err := tune.ReadFile(out); err == nil {
+			o.Tuned = f
+		}
+	}
 	if s != nil {
 		o.SuiteName, o.SuitePath, o.SuiteHash = s.Name, s.File, s.Hash
 	} else {
@@ -350,8 +365,14 @@ func tuneRun(c *cli.Context) error {
 	} else if emulated {
 		fmt.Fprintf(c.App.ErrWriter, "tuned configs: none written (emulated timings); the reference check's verdicts are above\n")
 	}
+	if o.Tuned != nil {
+		fmt.Fprintf(c.App.ErrWriter, "tune: --skip-tuned: %d of %s tuned earlier for this build, in %s: not tuned again\n", skippedCount(rep), plural.Of(len(buckets), "bucket"), out)
+	}
 	fmt.Fprintf(c.App.ErrWriter, "tune run %d in %v, samples stored in %s\n", rep.RunID, rep.Elapsed.Round(time.Second), db.Path())
 	if errors.Is(err, tuner.ErrInterrupted) {
+		if kept.written() || skippedCount(rep) > 0 {
+			printTuneResume(c.App.ErrWriter, rep, len(buckets), out, tuneResumeCommand(c, db.Path(), out))
+		}
 		return &exitError{code: 130, err: err}
 	}
 	failed := 0
@@ -364,6 +385,78 @@ func tuneRun(c *cli.Context) error {
 		err = fmt.Errorf("%d of %s could not be tuned", failed, plural.Of(len(rep.Results), "bucket"))
 	}
 	return err
+}
+
+func skippedCount(rep *tuner.Report) int {
+	n := 0
+	for _, r := range rep.Results {
+		if r.Skipped {
+			n++
+		}
+	}
+	return n
+}
+
+// printTuneResume says, of an interrupted tune, which buckets' winners are
+// kept in out and the command that tunes the rest (--skip-tuned).
+func printTuneResume(w io.Writer, rep *tuner.Report, buckets int, out, resume string) {
+	var done []string
+	for _, r := range rep.Results {
+		if r.Err == nil && r.Entry != nil {
+			done = append(done, r.Bucket.Describe()+": "+r.Bucket.Kernel.String(r.Winner))
+		}
+	}
+	fmt.Fprintf(w, "tune: interrupted: %d of %s finished, their winners kept in %s", len(done), plural.Of(buckets, "bucket"), out)
+	if len(done) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(done, "; "))
+	}
+	fmt.Fprintf(w, "\nresume with: %s\n", resume)
+}
+
+// tuneResumeCommand is the command line that tunes what an interrupted tune
+// left: the same arguments, --db, --out and --dir by their absolute paths
+// (the command may be run from another folder, or without the MTLBENCH_DB
+// this one had) and --skip-tuned, as bench's resume (benchResumeCommand).
+func tuneResumeCommand(c *cli.Context, db, out string) string {
+	args, _ := c.App.Metadata[argsKey].([]string)
+	abs := map[string]string{"db": db}
+	for _, f := range []string{"out", "dir"} {
+		if p, err := filepath.Abs(c.String(f)); c.IsSet(f) && err == nil {
+			abs[f] = p
+		}
+	}
+	cmd := []string{"mtlbench"}
+	named := false
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		name, _, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") {
+			cmd = append(cmd, shellQuote(a))
+			continue
+		}
+		if name == "skip-tuned" {
+			continue
+		}
+		p, ok := abs[name]
+		switch {
+		case !ok:
+			cmd = append(cmd, shellQuote(a))
+			continue
+		case inline:
+			cmd = append(cmd, shellQuote(a[:strings.Index(a, "=")+1]+p))
+		default:
+			cmd = append(cmd, a, shellQuote(p))
+			i++
+		}
+		named = named || name == "db"
+	}
+	if !named {
+		cmd = append(cmd, "--db", shellQuote(db))
+	}
+	if !c.IsSet("out") && !c.IsSet("dir") {
+		cmd = append(cmd, "--out", shellQuote(out))
+	}
+	return strings.Join(append(cmd, "--skip-tuned"), " ")
 }
 
 // tunedWriter merges each bucket's entry into the tuned-config file as the
@@ -438,6 +531,9 @@ func printTuneReport(w io.Writer, rep *tuner.Report) error {
 		row := []string{string(k.Op), r.Bucket.DType, r.Bucket.Shape.Key(), r.Bucket.Label,
 			strconv.Itoa(counts[tuner.StatusTimed]), strconv.Itoa(counts[tuner.StatusPruned]), strconv.Itoa(counts[tuner.StatusDisqualified])}
 		switch {
+		case r.Skipped:
+			// Nothing was timed: the stored winner's figures.
+			row = append(row[:4], "-", "-", "-", k.String(r.Winner), fmt.Sprintf("%.3fx", r.Speedup), fmt.Sprintf("%.2g", r.P), r.Verdict)
 		case r.Err != nil:
 			row = append(row, "-", "-", "-", "error: "+r.Err.Error())
 		case r.Emulated:

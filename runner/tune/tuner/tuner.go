@@ -102,6 +102,10 @@ type Options struct {
 	// is done (a tuned config is kept then, not only at the end); an error
 	// stops the run.
 	OnResult func(*Result) error
+	// Tuned, when set, is the tuned-config file whose winners tuned for
+	// exactly this run's buckets are kept, not tuned again (--skip-tuned,
+	// stored); the others are tuned.
+	Tuned *tune.File
 }
 
 // check refuses settings no default stands for: a zero is the default, a
@@ -219,6 +223,9 @@ type Result struct {
 	Candidates []*Candidate
 	Err        error       // the bucket could not be tuned
 	Entry      *tune.Entry // nil when Err, or Emulated
+	// Skipped: Options.Tuned held a winner tuned for exactly this bucket,
+	// which Entry is; nothing was timed, recorded or written again.
+	Skipped bool
 	// Emulated: the device is an emulation (metal-emu), whose timings are
 	// the CPU's; the candidates were checked, and nothing is written.
 	Emulated bool
@@ -318,6 +325,13 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 		}
 		t := &bucketRun{o: &o, b: b, idx: i + 1, n: len(buckets), budget: budget,
 			rng: rand.New(rand.NewPCG(o.Seed, uint64(i)))}
+		if e, why := o.stored(b); e != nil {
+			rep.Results = append(rep.Results, skipped(b, e))
+			t.event(StatusSkipped, 0, 0, "tuned earlier (run %d) for this build: %s kept, not tuned again", e.RunID, b.Kernel.String(e.Config))
+			continue
+		} else if why != "" {
+			t.event("space", 0, 0, "tuned again: %s", why)
+		}
 		r := t.run(ctx)
 		if r.Entry != nil {
 			r.Entry.RunID = rep.RunID

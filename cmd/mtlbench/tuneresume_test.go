@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/runner/tune"
+)
+
+// cancelAfter is a progress writer that ends the command's context once a
+// line holding every one of want was written: an interrupt at a known
+// point, as a Ctrl-C there would be (stopOnSignals ends the same context).
+type cancelAfter struct {
+	mu     sync.Mutex
+	b      bytes.Buffer
+	want   []string
+	cancel context.CancelFunc
+}
+
+func (w *cancelAfter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	for _, line := range strings.Split(w.b.String(), "\n") {
+		all := w.cancel != nil
+		for _, s := range w.want {
+			all = all && strings.Contains(line, s)
+		}
+		if all {
+			w.cancel()
+		}
+	}
+	return len(p), nil
+}
+
+// tuneWith runs the program's tune with stderr to errw and ctx as the
+// command's context.
+func tuneWith(ctx context.Context, errw *cancelAfter, args ...string) (string, error) {
+	var o bytes.Buffer
+	app := newApp(&o, errw)
+	full := append([]string{"mtlbench"}, args...)
+	app.Metadata = map[string]any{argsKey: full}
+	err := app.RunContext(ctx, interspersed(app, full))
+	return o.String(), err
+}
+
+// A tune of three buckets interrupted once the first ended keeps its winner
+// and prints a command that tunes the other two, leaving the first alone;
+// the resumed run's report lists all three, and the file holds three
+// winners. A winner not shown to be this build's (another commit, tool
+// version or kernel source, or no tune run of this store) is tuned again.
+func TestTuneInterruptAndResume(t *testing.T) {
+	tmp := isolate(t)
+	suite := filepath.Join(tmp, "mm.yaml")
+	if err := os.WriteFile(suite, []byte(`name: mm
+backend: cpu
+cases:
+  - name: mm
+    kind: kernel
+    op: matmul
+    params: { k: 64, dtype: f32 }
+    matrix:
+      n: [8, 16, 32]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, db := filepath.Join(tmp, "tuned.json"), filepath.Join(tmp, "r.db")
+	args := []string{"tune", suite, "--backend", "cpu", "--threads", "1", "--db", db, "--out", out,
+		"--rounds", "3", "--confirm", "6", "--sample-time", "1ms", "--budget", "0"}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := &cancelAfter{want: []string{"[1/3]", ": done: "}, cancel: cancel}
+	report, err := tuneWith(ctx, first, args...)
+	var ee *exitError
+	if err == nil || !errors.As(err, &ee) || ee.code != 130 {
+		t.Fatalf("interrupted tune: %v, want exit 130\n%s", err, first.b.String())
+	}
+	f, rerr := tune.ReadFile(out)
+	if rerr != nil || len(f.Entries) != 1 {
+		t.Fatalf("after the interrupt the file holds %v (%v), want the first bucket's winner", f, rerr)
+	}
+	kept := f.Entries[0]
+	said := first.b.String()
+	var resume string
+	for _, line := range strings.Split(said, "\n") {
+		if r, ok := strings.CutPrefix(line, "resume with: "); ok {
+			resume = r
+		}
+	}
+	for _, want := range []string{"tune: interrupted: 1 of 3 buckets finished, their winners kept in " + out + ": " + kept.Describe()} {
+		if !strings.Contains(said, want) {
+			t.Errorf("interrupted tune lacks %q:\n%s", want, said)
+		}
+	}
+	if resume == "" {
+		t.Fatalf("no resume command:\n%s\n%s", said, report)
+	}
+	// The printed command, parsed back as a shell would split it.
+	words := strings.Fields(resume)
+	if words[0] != "mtlbench" || words[len(words)-1] != "--skip-tuned" {
+		t.Fatalf("resume command %q", resume)
+	}
+
+	rest := &cancelAfter{}
+	report, err = tuneWith(context.Background(), rest, words[1:]...)
+	if err != nil {
+		t.Fatalf("resumed tune: %v\n%s", err, rest.b.String())
+	}
+	said = rest.b.String()
+	for _, want := range []string{"[1/3] mm/n=8: skipped: tuned earlier (run 1)", "tune: --skip-tuned: 1 of 3 buckets tuned earlier for this build",
+		"[2/3] mm/n=16: done: ", "[3/3] mm/n=32: done: "} {
+		if !strings.Contains(said, want) {
+			t.Errorf("resumed tune lacks %q:\n%s", want, said)
+		}
+	}
+	if strings.Contains(said, "[1/3] mm/n=8: time") || strings.Contains(said, "[1/3] mm/n=8: done") {
+		t.Errorf("the finished bucket was tuned again:\n%s", said)
+	}
+	if strings.Count(report, "│ matmul │") != 3 || !strings.Contains(report, "tuned earlier (run 1)") {
+		t.Errorf("resumed report does not list the three buckets:\n%s", report)
+	}
+	f, rerr = tune.ReadFile(out)
+	if rerr != nil || len(f.Entries) != 3 {
+		t.Fatalf("after the resume the file holds %v (%v), want 3 winners", f, rerr)
+	}
+	for _, e := range f.Entries {
+		if e.Key() == kept.Key() && !e.Same(kept) {
+			t.Errorf("the first bucket's winner was replaced: %+v, was %+v", e, kept)
+		}
+	}
+
+	// A stored winner not of this build is tuned again.
+	for _, tc := range []struct {
+		name   string
+		edit   func(*tune.Entry)
+		commit string // this build's, where not the tree's
+		why    string
+	}{
+		{"commit", func(*tune.Entry) {}, "0123abcd", `this build is "0123abcd"`},
+		{"tool version", func(e *tune.Entry) { e.ToolVersion = "v0.0.1" }, "", "tuned by mtlbench v0.0.1"},
+		{"kernel source", func(e *tune.Entry) { e.SourceHash = "abc" }, "", `tuned on kernel source "abc"`},
+		{"no run", func(e *tune.Entry) { e.RunID = 0 }, "", "names no tune run in this results database"},
+		{"other run", func(e *tune.Entry) { e.RunID = 999 }, "", "tune run 999 cannot be read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.commit != "" {
+				t.Setenv("MTLBENCH_GIT_COMMIT", tc.commit)
+			}
+			g, err := tune.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range g.Entries {
+				if g.Entries[i].Key() == kept.Key() {
+					tc.edit(&g.Entries[i])
+				}
+			}
+			if err := g.Write(out); err != nil {
+				t.Fatal(err)
+			}
+			w := &cancelAfter{want: []string{"[2/3]"}, cancel: func() {}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w.cancel = cancel // the first bucket is all this needs to see
+			tuneWith(ctx, w, words[1:]...)
+			said := w.b.String()
+			if !strings.Contains(said, "[1/3] mm/n=8: space: tuned again: ") || !strings.Contains(said, tc.why) || !strings.Contains(said, "[1/3] mm/n=8: done: ") {
+				t.Errorf("a stored winner of another %s was not tuned again:\n%s", tc.name, said)
+			}
+		})
+	}
+}
