@@ -57,19 +57,7 @@ func tuneWith(ctx context.Context, errw *cancelAfter, args ...string) (string, e
 // version or kernel source, or no tune run of this store) is tuned again.
 func TestTuneInterruptAndResume(t *testing.T) {
 	tmp := isolate(t)
-	suite := filepath.Join(tmp, "mm.yaml")
-	if err := os.WriteFile(suite, []byte(`name: mm
-backend: cpu
-cases:
-  - name: mm
-    kind: kernel
-    op: matmul
-    params: { k: 64, dtype: f32 }
-    matrix:
-      n: [8, 16, 32]
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	suite := mmSuite(t, tmp)
 	out, db := filepath.Join(tmp, "tuned.json"), filepath.Join(tmp, "r.db")
 	args := []string{"tune", suite, "--backend", "cpu", "--threads", "1", "--db", db, "--out", out,
 		"--rounds", "3", "--confirm", "6", "--sample-time", "1ms", "--budget", "0"}
@@ -173,6 +161,71 @@ cases:
 			said := w.b.String()
 			if !strings.Contains(said, "[1/3] mm/n=8: space: tuned again: ") || !strings.Contains(said, tc.why) || !strings.Contains(said, "[1/3] mm/n=8: done: ") {
 				t.Errorf("a stored winner of another %s was not tuned again:\n%s", tc.name, said)
+			}
+		})
+	}
+}
+
+// mmSuite writes a suite of three matmul buckets small enough to tune in
+// milliseconds.
+func mmSuite(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "mm.yaml")
+	if err := os.WriteFile(p, []byte("name: mm\nbackend: cpu\ncases:\n  - name: mm\n    kind: kernel\n    op: matmul\n"+
+		"    params: { k: 64, dtype: f32 }\n    matrix:\n      n: [8, 16, 32]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The printed command names the tuned file and the store however the
+// interrupted tune named them (a relative --dir or --out=, the user's
+// cache), so that run from another folder it skips the finished bucket.
+func TestTuneResumeCommandNamesTheFile(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		file  string // the tuned file, relative to the folder the tune ran in
+	}{
+		{"relative --dir", []string{"--dir", "tuned", "--db", "r.db"}, "tuned/*.cpu.json"},
+		{"relative --out=", []string{"--out=t.json", "--db=r.db"}, "t.json"},
+		{"user cache", []string{"--db", "r.db"}, "cache/mtlbench/tuned/*.cpu.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := isolate(t)
+			t.Chdir(tmp)
+			args := append([]string{"tune", mmSuite(t, tmp), "--backend", "cpu", "--threads", "1",
+				"--rounds", "3", "--confirm", "6", "--sample-time", "1ms"}, tc.flags...)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			first := &cancelAfter{want: []string{"[1/3]", ": done: "}, cancel: cancel}
+			tuneWith(ctx, first, args...)
+			var resume string
+			for _, line := range strings.Split(first.b.String(), "\n") {
+				if r, ok := strings.CutPrefix(line, "resume with: "); ok {
+					resume = r
+				}
+			}
+			if resume == "" {
+				t.Fatalf("no resume command:\n%s", first.b.String())
+			}
+			t.Chdir(t.TempDir()) // the command is run from another folder
+			rest := &cancelAfter{}
+			if _, err := tuneWith(context.Background(), rest, strings.Fields(resume)[1:]...); err != nil {
+				t.Fatalf("%s: %v\n%s", resume, err, rest.b.String())
+			}
+			if said := rest.b.String(); !strings.Contains(said, "[1/3] mm/n=8: skipped: ") || !strings.Contains(said, "[3/3] mm/n=32: done: ") {
+				t.Errorf("%s did not skip the first bucket and tune the rest:\n%s", resume, said)
+			}
+			files, _ := filepath.Glob(filepath.Join(tmp, tc.file))
+			if len(files) != 1 {
+				t.Fatalf("tuned files %v, want one %s", files, tc.file)
+			}
+			if f, err := tune.ReadFile(files[0]); err != nil || len(f.Entries) != 3 {
+				t.Errorf("%s holds %v (%v), want 3 winners", files[0], f, err)
+			}
+			if _, err := os.Stat("r.db"); err == nil {
+				t.Errorf("%s made a store in the folder it ran in", resume)
 			}
 		})
 	}

@@ -34,15 +34,15 @@ func (o *Options) stored(b Bucket) (*tune.Entry, string) {
 	if e == nil {
 		return nil, ""
 	}
+	if err := e.Check(); err != nil {
+		return nil, "its stored entry is refused: " + err.Error()
+	}
 	lim := tune.LimitsFor(o.Backend, string(k.Op), b.DType)
 	def := k.DefaultConfig(b.Shape, lim)
 	cands, _ := k.Candidates(b.Shape, lim)
 	inSpace := false
 	for _, c := range cands {
 		inSpace = inSpace || c.Equal(k.Canonicalize(e.Config, b.Shape, lim))
-	}
-	if err := e.Check(); err != nil {
-		return nil, "its stored entry is refused: " + err.Error()
 	}
 	if h := tune.SourceHash(o.Backend, string(k.Op)); e.SourceHash != h {
 		return nil, fmt.Sprintf("its winner was tuned on kernel source %q, this build's is %q", e.SourceHash, h)
