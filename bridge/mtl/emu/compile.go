@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/internal/childproc"
 )
 
 //go:embed runtime/metal_stdlib runtime/emu_runtime.cpp
@@ -331,7 +332,8 @@ func (t *toolchain) run(limit time.Duration, what, dir string, args ...string) (
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	// Stopped, clang takes its own children with it (internal/childproc).
+	if err := childproc.Run(cmd); err != nil {
 		if ctx.Err() != nil {
 			// Killed, clang says nothing: name the limit it ran past.
 			return nil, &CompileError{Msg: fmt.Sprintf("msl-emu: clang did not finish %s within %v "+
