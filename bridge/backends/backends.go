@@ -5,6 +5,7 @@ package backends
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
@@ -53,6 +54,21 @@ func QuantRules(name string) (bridge.QuantSupport, error) {
 		return metal.QuantRules{}, nil
 	}
 	return nil, fmt.Errorf("unknown backend %q (want cpu, metal, metal-emu or cuda)", name)
+}
+
+// OpenCompileLimit is how long the first open of the backend called name
+// may compile its kernels, by that backend's own build limit: metal-emu's
+// clang steps stop after emu.Options.BuildTimeout (0: its default; below
+// 0: no limit), a minute or two on a cold cache (docs/msl-subset.md,
+// "Speed"). ok is false for a backend whose open has no such limit.
+func OpenCompileLimit(name string, o Options) (limit time.Duration, ok bool) {
+	if name != "metal-emu" {
+		return 0, false
+	}
+	if limit = o.Emu.BuildTimeout; limit == 0 {
+		limit = emu.DefaultBuildTimeout
+	}
+	return limit, true
 }
 
 // Open returns the backend called name. "auto" picks the best one present:

@@ -18,6 +18,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/internal/childproc"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/compare"
@@ -299,6 +301,9 @@ func abCommand() *cli.Command {
 			}
 			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
 			defer stop()
+			// The sides read the same environment: its emulator build
+			// limit is theirs; a bad setting is each side's own error.
+			bo, _ := envconfig.Backends()
 			for i, side := range []abSide{sides[false], sides[true]} {
 				backend := []*suites.Suite{suite, probe}[i].Backend
 				if b := c.String("backend"); b != "" {
@@ -306,7 +311,7 @@ func abCommand() *cli.Command {
 				}
 				err := abPreflight(ctx, side, suitePath, c.String("backend"))
 				if err == nil {
-					err = abBackendOpens(ctx, side, backend)
+					err = abBackendOpens(ctx, side, backend, abCheckLimit(backend, bo), c.App.ErrWriter)
 				}
 				// An interrupt stops a check's binary: that is no fault
 				// of the binary's, nor a tool error.
@@ -530,18 +535,29 @@ func abPreflight(ctx context.Context, side abSide, suite, backend string) error 
 // open here would fail that side's run only once the round has begun.
 // auto opens what there is; a binary whose list cannot be read (an older
 // one) leaves the check to its round. The list is of that backend alone:
-// the whole list opens metal-emu, whose first open compiles its kernels
-// for longer than the check waits (docs/msl-subset.md, "Speed").
-func abBackendOpens(ctx context.Context, side abSide, backend string) error {
+// the whole list opens metal-emu, whose first open compiles its kernels.
+// The check waits limit (abCheckLimit; 0: no limit) and passes the
+// binary's notice of a compile on to w, so a wait of minutes is explained;
+// stopped, it stops what the binary started too (internal/childproc).
+func abBackendOpens(ctx context.Context, side abSide, backend string, limit time.Duration, w io.Writer) error {
 	if backend == "" || backend == "auto" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, side.bin, "devices", "--backend", backend, "--format", "json").Output()
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, side.bin, "devices", "--backend", backend, "--format", "json")
+	var stdout bytes.Buffer
+	notices := &noticeWriter{w: w, prefix: "ab: the " + side.label + " binary " + side.bin + ": "}
+	cmd.Stdout, cmd.Stderr = &stdout, notices
+	err := childproc.Run(cmd)
+	notices.flush()
 	if err != nil {
 		return nil
 	}
+	out := stdout.Bytes()
 	var rows []struct {
 		Backend string  `json:"backend"`
 		Device  *string `json:"device"` // null where the backend does not open
@@ -556,6 +572,61 @@ func abBackendOpens(ctx context.Context, side abSide, backend string) error {
 		}
 	}
 	return nil
+}
+
+// abCheckLimit is how long abBackendOpens waits for a binary to open
+// backend: a minute, and as long again as the backend's first open may
+// compile its kernels under its own build limit (backends.OpenCompileLimit),
+// where the minute alone ran out on metal-emu's cold cache (84-116 s on
+// two shared cores), and the round then compiled them again. 0: no limit.
+func abCheckLimit(backend string, o backends.Options) time.Duration {
+	build, ok := backends.OpenCompileLimit(backend, o)
+	switch {
+	case !ok:
+		return time.Minute
+	case build < 0:
+		return 0
+	}
+	return time.Minute + build
+}
+
+// noticeWriter passes on, to w after prefix, the lines of a command's
+// stderr that say it compiles kernels ("mtlbench: compiling ...",
+// runner/envconfig's notice), and drops the rest.
+type noticeWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	line   []byte
+}
+
+func (n *noticeWriter) Write(p []byte) (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.line = append(n.line, p...)
+	for {
+		i := bytes.IndexByte(n.line, '\n')
+		if i < 0 {
+			break
+		}
+		n.pass(n.line[:i])
+		n.line = n.line[i+1:]
+	}
+	return len(p), nil
+}
+
+// flush passes on a last line that ended without a newline.
+func (n *noticeWriter) flush() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.pass(n.line)
+	n.line = nil
+}
+
+func (n *noticeWriter) pass(line []byte) {
+	if msg, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("mtlbench: compiling ")); ok && n.w != nil {
+		fmt.Fprintf(n.w, "%scompiling %s\n", n.prefix, msg)
+	}
 }
 
 // lastBytes is the end of a command's output, at most n bytes, trimmed.

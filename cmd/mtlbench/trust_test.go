@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -670,7 +671,7 @@ func TestABBackendOpensBeforeRounds(t *testing.T) {
 			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+tc.script), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			err := abBackendOpens(t.Context(), abSide{label: "baseline", bin: bin}, tc.backend)
+			err := abBackendOpens(t.Context(), abSide{label: "baseline", bin: bin}, tc.backend, time.Minute, io.Discard)
 			want := strings.ReplaceAll(tc.want, "BIN", bin)
 			if (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
 				t.Errorf("%v, want %q", err, want)
@@ -687,7 +688,7 @@ func TestABBackendOpensBeforeRounds(t *testing.T) {
 		if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := abBackendOpens(t.Context(), abSide{label: "baseline", bin: bin}, backend); err != nil {
+		if err := abBackendOpens(t.Context(), abSide{label: "baseline", bin: bin}, backend, time.Minute, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(args)
