@@ -6,6 +6,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/model"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -254,10 +255,27 @@ func benchFlagErrors(text []byte, err error) error {
 		}
 		key, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(lines[e.Pos.Line-1]), "- "), ":")
 		if flag, ok := benchKeyFlags[key]; ok {
-			msgs[i] = flag + ": " + msg
+			msgs[i] = flag + ": " + benchHint(msg)
 		}
 	}
 	return errors.New(strings.Join(msgs, "\n"))
+}
+
+// benchHintKeys are the case lengths a hint tells to lower (runner/bench's
+// positions and memory checks), each a word of its own there.
+var benchHintKeys = regexp.MustCompile(`(^|[\s(,])(batch|prompt_len|gen_len|depth|requests)\b`)
+
+// benchHint says the lengths a message's hint names as the flags that set
+// them: a bench user wrote --prompt, not prompt_len (benchKeyFlags).
+func benchHint(msg string) string {
+	i := strings.LastIndex(msg, "(hint: ")
+	if i < 0 {
+		return msg
+	}
+	return msg[:i] + benchHintKeys.ReplaceAllStringFunc(msg[i:], func(m string) string {
+		sub := benchHintKeys.FindStringSubmatch(m)
+		return sub[1] + benchKeyFlags[sub[2]]
+	})
 }
 
 // quickSpec is what bench's flags ask for.

@@ -158,3 +158,21 @@ func TestBenchModelFolderNamed(t *testing.T) {
 		}
 	}
 }
+
+// A hint of bench's runner says the lengths to lower as bench's flags, the
+// words its user gave, where it said the suite keys (prompt_len) behind
+// them; its figures and anything else it says stay as they are.
+func TestBenchHintSaysFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		want, not *regexp.Regexp
+	}{
+		{[]string{"-b", "65536", "-p", "1000"}, regexp.MustCompile(`^--model: .* needs .* \(hint: (any one of )?--batch \d+ or less \(from 65536\)`), regexp.MustCompile(`[^-]batch \d`)},
+		{[]string{"-b", "64", "-p", "4000", "-n", "200"}, regexp.MustCompile(`^--prompt: .* \(hint: lower --prompt or --gen\)`), regexp.MustCompile(`prompt_len or`)},
+	} {
+		_, _, err := mtl(t, append([]string{"bench", "--backend", "cpu", "-m", "qwen3-moe-mini", "-r", "1", "--warmup", "0"}, tc.args...)...)
+		if err == nil || !tc.want.MatchString(err.Error()) || tc.not.MatchString(err.Error()) {
+			t.Errorf("bench %v: %v\nwant %v", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1203,13 +1203,12 @@ func modelCase(ctx context.Context, s *suites.Suite, c suites.Case, be bridge.Ba
 		NoFusion:    !mp.Fusion,
 		KVDType:     mp.KVDType,
 	}
-	opts.KVTokens = w.KVTokens(opts.BlockSize, opts.MaxSeqs)
-	if kb := mp.KVBlocks; kb > 0 {
+	if mp.KVBlocks > 0 {
 		if err := checkKVBlocks(s, c, sc); err != nil {
 			return nil, err
 		}
-		opts.KVTokens = kb * opts.BlockSize
 	}
+	opts.KVTokens = caseKVTokens(w, mp)
 	layers := sm.Layers
 	if mp.Layers > 0 {
 		layers = mp.Layers
@@ -1293,20 +1292,48 @@ func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedMode
 		prompt, gen = w.maxLens()
 		sc.giveUp(stepUnchecked, why, "", c.Name)
 	}
-	seqs := mp.Requests
-	if mp.MaxSeqs > 0 {
-		seqs = min(seqs, mp.MaxSeqs)
+	stepOf := func(mp suites.ModelParams, kvTokens, prompt, gen int) int64 {
+		seqs := mp.Requests
+		if mp.MaxSeqs > 0 {
+			seqs = min(seqs, mp.MaxSeqs)
+		}
+		tokens, rows := engine.LargestStep(min(kvTokens, seqs*(mp.Depth+prompt+gen)), caseTokenBudget(mp), mp.MaxSeqs, seqs)
+		return engine.StepBytes(run, be.ActDType(), tokens, rows)
 	}
-	tokens, rows := engine.LargestStep(min(opts.KVTokens, seqs*(mp.Depth+prompt+gen)), opts.TokenBudget, opts.MaxSeqs, seqs)
-	step := engine.StepBytes(run, be.ActDType(), tokens, rows)
+	step := stepOf(mp, opts.KVTokens, prompt, gen)
 	if err := engine.CheckFit(run, lm.src.DType(), kvdt, opts.KVTokens, step, avail, where); err != nil {
 		var fe *engine.FitError
-		if s.Model.Fit != "truncate-layers" || !errors.As(err, &fe) || fe.MaxLayers == 0 {
-			return nil, s.ErrorAt(s.Model.Pos, "case %s: %v", c.Name, err)
+		isFit := errors.As(err, &fe)
+		if s.Model.Fit == "truncate-layers" && isFit && fe.MaxLayers > 0 {
+			cfg, _ = cfg.WithLayers(fe.MaxLayers)
+			return cfg, nil
 		}
-		cfg, _ = cfg.WithLayers(fe.MaxLayers)
+		msg := err.Error()
+		if isFit {
+			// The lengths that alone would fit, checked as this case is,
+			// at the longest lengths its range allows (no draws: a bound).
+			hint := fitHint(c, mp, func(m suites.ModelParams) bool {
+				w := caseWorkload(s, m)
+				kv := caseKVTokens(w, m)
+				p, g := w.maxLens()
+				return engine.CheckFit(run, lm.src.DType(), kvdt, kv, stepOf(m, kv, p, g), avail, where) == nil
+			})
+			if hint != "" {
+				msg += " (hint: " + hint + ")"
+			}
+		}
+		return nil, s.ErrorAt(s.Model.Pos, "case %s: %s", c.Name, msg)
 	}
 	return cfg, nil
+}
+
+// caseKVTokens is the KV cache a model case's engine gets: kv_blocks of
+// block_size where set, else what its workload needs (Workload.KVTokens).
+func caseKVTokens(w Workload, mp suites.ModelParams) int {
+	if mp.KVBlocks > 0 {
+		return mp.KVBlocks * mp.BlockSize
+	}
+	return w.KVTokens(mp.BlockSize, mp.MaxSeqs)
 }
 
 // kvDType is the KV cache dtype case c runs on be with a model of dtype
