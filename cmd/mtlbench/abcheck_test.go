@@ -3,11 +3,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/internal/childproc/proctest"
 )
 
 // ab's check that a side opens its backend waits as long as that backend's
@@ -79,30 +78,9 @@ func TestABBackendCheckNoticeAndCancel(t *testing.T) {
 		t.Errorf("the check said %q, want %q", w.String(), want)
 	}
 	for _, f := range []string{"bin.pid", "child.pid"} {
-		b, _ := os.ReadFile(filepath.Join(dir, f))
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !processGone(pid, time.Second) {
+		if pid := proctest.PID(t, filepath.Join(dir, f)); !proctest.Gone(pid, time.Second) {
 			t.Errorf("%s: process %d runs on a second after the check was cancelled", f, pid)
 			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
-
-// processGone waits up to d for pid to end; a zombie has ended.
-func processGone(pid int, d time.Duration) bool {
-	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return true
-		}
-		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'Z' {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
 		}
 	}
 }

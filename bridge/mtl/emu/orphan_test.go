@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mtlbench/mtlbench/internal/childproc/proctest"
 )
 
 // A compile stopped at its limit stops clang and what clang started (its
@@ -35,33 +37,9 @@ func TestCompileStopKillsChildren(t *testing.T) {
 		t.Errorf("the stopped compile returned after %v, want within a second of its limit", took)
 	}
 	for _, f := range []string{"cc.pid", "child.pid"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !gone(pid, time.Second) {
+		if pid := proctest.PID(t, filepath.Join(dir, f)); !proctest.Gone(pid, time.Second) {
 			t.Errorf("%s: process %d still runs a second after the compile stopped", f, pid)
 			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
-
-// gone waits up to d for pid to end; a zombie has ended.
-func gone(pid int, d time.Duration) bool {
-	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil && syscall.Kill(pid, 0) != nil {
-			return true
-		}
-		if i := strings.LastIndexByte(string(b), ')'); err == nil && i > 0 && i+2 < len(b) && b[i+2] == 'Z' {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
 		}
 	}
 }
@@ -96,7 +74,7 @@ func TestCompileDiesWithParent(t *testing.T) {
 	}
 	parent.Process.Kill()
 	parent.Wait()
-	if !gone(pid, time.Second) {
+	if !proctest.Gone(pid, time.Second) {
 		t.Errorf("clang (process %d) still runs a second after its parent was killed", pid)
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
