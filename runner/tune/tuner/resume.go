@@ -9,7 +9,7 @@ import (
 
 // StatusSkipped is a bucket a --skip-tuned run did not tune again: the
 // tuned-config file holds a winner tuned for exactly it (docs/tuning.md,
-// "Resuming a tune").
+// "Resuming an interrupted tune").
 const StatusSkipped = "skipped"
 
 // stored is the winner Options.Tuned holds for b when it was tuned for
