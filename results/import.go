@@ -16,7 +16,7 @@ import (
 // file), so import can refuse a file that is something else, and a later
 // layout can be told apart. Version 2 closes the runs with an ExportEnd
 // line; version 1 had none, so an export cut at a line's end read as one
-// of fewer runs (docs/data.md, "Export"). A field added to a line is a new
+// of fewer runs (docs/data.md, "What the store and `import` accept"). A field added to a line is a new
 // version too: import refuses a field its format lacks as a misspelling.
 const ExportFormat = "mtlbench-run/2"
 

@@ -414,7 +414,7 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 		}
 		// Newer formats were refused above, so a field this one lacks is a
 		// mistake (a misspelt read), never a later mtlbench's: a field is
-		// added with a new format (docs/data.md, "Export").
+		// added with a new format (docs/data.md, "What the store and `import` accept").
 		if err := jsonerr.Unknown(text, &l); err != nil {
 			return nil, fmt.Errorf("%s:%d: run %d: %v: an export line of format %q has no such field; nothing was imported", path, line, l.Run.ID, err, l.Format)
 		}
