@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mtlbench/mtlbench/internal/listarg"
 )
 
 // Run statuses.
@@ -527,30 +529,12 @@ func EmptyRefError(ref string) error {
 
 // SplitRefs splits a comma-separated list of run references, each trimmed.
 // A list naming nothing is EmptyRefError; an empty item among others is
-// refused (SplitList), not skipped.
+// refused (listarg.Split), not skipped.
 func SplitRefs(list string) ([]string, error) {
 	if strings.Trim(list, ", \t") == "" {
 		return nil, EmptyRefError(list)
 	}
-	return SplitList("run references", list)
-}
-
-// SplitList splits a comma-separated list of references, tags or values,
-// each trimmed. An empty item is refused, naming what the list is (what)
-// and which item, as every list of the command line refuses one:
-// "main,$PR" with PR unset would read as main alone (docs/perf-gate.md,
-// "Gating stored runs").
-func SplitList(what, list string) ([]string, error) {
-	items := strings.Split(list, ",")
-	for i, p := range items {
-		items[i] = strings.TrimSpace(p)
-	}
-	for i, p := range items {
-		if p == "" {
-			return nil, fmt.Errorf("%s %q: item %d of %d is empty (a comma too many, or a variable left unset?)", what, list, i+1, len(items))
-		}
-	}
-	return items, nil
+	return listarg.Split("run references", list)
 }
 
 // ResolveRef turns what a user typed into run ids, newest first. In order of

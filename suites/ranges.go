@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/internal/listarg"
 )
 
 // leadingZeroRE matches a decimal integer written with a leading zero, which
@@ -60,11 +62,13 @@ func ParseIntList(s string, min int) ([]int, error) {
 		}
 		return nil
 	}
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			return nil, fmt.Errorf("empty item in %q", s)
-		}
+	// An empty item is refused in the wording of every list of the command
+	// line (internal/listarg); bench names it with its flag (listarg.Named).
+	items, err := listarg.Split("", s)
+	if err != nil {
+		return nil, err
+	}
+	for _, item := range items {
 		first, rest, isRange := strings.Cut(item, "-")
 		// A leading minus is a negative number ("-1"), said to be below
 		// min, not a range with no first value.

@@ -44,6 +44,10 @@ func TestParseIntListRefuses(t *testing.T) {
 		"4,-2": "-2 is below 0",
 		"-1-4": `"-1-4" is not an integer or a range (first-last, first-last+step, first-last*factor)`,
 		"-01":  "-01: a leading zero is not allowed (write -1)",
+		// An empty item is said as every list of the command line says it
+		// (internal/listarg), not "empty item in ...".
+		"1,,2": `"1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`,
+		"4,":   `"4,": item 2 of 2 is empty (a comma too many, or a variable left unset?)`,
 	} {
 		_, err := ParseIntList(in, 0)
 		if got := fmt.Sprint(err); want == "" && err != nil || want != "" && got != want {

@@ -34,7 +34,7 @@ func TestParseIntList(t *testing.T) {
 		{"0-8*2", 0, nil, "factor must be at least 2"},
 		{"1-8+0", 1, nil, "step must be at least 1"},
 		{"x", 1, nil, `"x" is not an integer`},
-		{"1,,2", 1, nil, "empty item"},
+		{"1,,2", 1, nil, `"1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
 		{"1-100000", 1, nil, "more than 1000 values"},
 	} {
 		got, err := suites.ParseIntList(tc.in, tc.min)

@@ -15,8 +15,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
 
+	"github.com/mtlbench/mtlbench/internal/listarg"
 	"github.com/mtlbench/mtlbench/kernels/ops"
-	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -113,7 +113,7 @@ func benchCommand() *cli.Command {
 				dst         *[]int
 			}{{"batch", suites.ParamBatch, &spec.Batch}, {"prompt", suites.ParamPromptLen, &spec.Prompt}, {"gen", suites.ParamGenLen, &spec.Gen}, {"depth", suites.ParamDepth, &spec.Depth}} {
 				if *l.dst, err = suites.ParseParamList(l.param, c.String(l.flag)); err != nil {
-					listErrs = append(listErrs, fmt.Errorf("--%s: %w", l.flag, err))
+					listErrs = append(listErrs, listarg.Named("--"+l.flag, err))
 				}
 			}
 			if err := errors.Join(listErrs...); err != nil {
@@ -309,9 +309,9 @@ func parseRates(s string) ([]string, error) {
 	if s == "" {
 		return nil, nil
 	}
-	// An empty item is refused as every list's is (results.SplitList),
+	// An empty item is refused as every list's is (listarg.Split),
 	// not as a rate that is no number.
-	items, err := results.SplitList("--request-rate", s)
+	items, err := listarg.Split("--request-rate", s)
 	if err != nil {
 		return nil, err
 	}

@@ -15,11 +15,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/listarg"
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/table"
-	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -244,7 +244,7 @@ type thresholdFlag struct {
 func thresholdFlags(c *cli.Context) ([]thresholdFlag, error) {
 	var list []string
 	for _, v := range c.StringSlice("threshold") {
-		items, err := results.SplitList("--threshold", v)
+		items, err := listarg.Split("--threshold", v)
 		if err != nil {
 			return nil, err
 		}

@@ -19,10 +19,10 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/internal/clip"
+	"github.com/mtlbench/mtlbench/internal/listarg"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
-	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -474,9 +474,9 @@ func tokenLine(toks []int32) string {
 }
 
 // parseTokens reads --tokens as every list of the command line is read
-// (results.SplitList: an empty item is refused as such, not as an id).
+// (listarg.Split: an empty item is refused as such, not as an id).
 func parseTokens(s string) ([]int32, error) {
-	items, err := results.SplitList("--tokens", s)
+	items, err := listarg.Split("--tokens", s)
 	if err != nil {
 		return nil, err
 	}

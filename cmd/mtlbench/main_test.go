@@ -494,6 +494,14 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "100000000"}, "--block-size 100000000: the KV cache takes blocks of 8, 16 or 32 tokens"},
 		{[]string{"tune", "--kernel", "matmul,matmul", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "matmul,matmul": matmul twice`},
 		{[]string{"tune", "--kernel", "matmul,", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "matmul,": item 2 of 2 is empty (a comma too many, or a variable left unset?)`},
+		// bench's lists of integers (-b, -p, -n, -d) name an empty item as
+		// every other list does (internal/listarg): it was `empty item in "1,,2"`.
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "1,,2", "--print-suite"}, `--batch "1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "16,", "--print-suite"}, `--prompt "16,": item 2 of 2 is empty (a comma too many, or a variable left unset?)`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-n", ",4", "--print-suite"}, `--gen ",4": item 1 of 2 is empty (a comma too many, or a variable left unset?)`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-d", "0, ,512", "--print-suite"}, `--depth "0, ,512": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "1,,2", "--print-suite"}, `--request-rate "1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+		{[]string{"compare", "1,,2", "3"}, `run references "1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
 		// A tag a reference could not find again.
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--tag", "latest", "--db", filepath.Join(dir, "r.db")}, `--tag: tag "latest" is how a reference names the newest runs`},
 		{[]string{"run", "x.yaml", "--tag", "7"}, `--tag: tag "7" is a number, which a reference reads as run 7`},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/listarg"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/reports/stats"
@@ -60,7 +61,7 @@ func runsCommand() *cli.Command {
 				if strings.Trim(t, ", \t") == "" {
 					return fmt.Errorf("--tag %q names no tag", t)
 				}
-				tags, err := results.SplitList("--tag", t)
+				tags, err := listarg.Split("--tag", t)
 				if err != nil {
 					return err
 				}

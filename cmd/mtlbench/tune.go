@@ -18,6 +18,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/internal/listarg"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/table"
@@ -191,7 +192,7 @@ func tuneRun(c *cli.Context) error {
 	var kernels []string
 	if c.IsSet("kernel") {
 		k := c.String("kernel")
-		names, err := results.SplitList("--kernel", k)
+		names, err := listarg.Split("--kernel", k)
 		if err != nil {
 			return err
 		}

@@ -250,7 +250,7 @@ func TestTuneErrors(t *testing.T) {
 		// is refused, not run as a tune of nothing.
 		{[]string{"tune", "--kernel", "", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "": item 1 of 1 is empty`},
 		// Every list of the command line refuses an empty item in one
-		// wording (results.SplitList): --kernel said "an empty name in
+		// wording (listarg.Split): --kernel said "an empty name in
 		// the list", --request-rate "rate \"\" is not a number".
 		{[]string{"tune", "--kernel", "matmul,,moe", "--dry-run"}, `--kernel "matmul,,moe": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "8", "--requests", "16", "--request-rate", "1,,2", "--print-suite"}, `--request-rate "1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},

@@ -1,0 +1,55 @@
+// Package listarg reads a comma-separated list given on the command line
+// (run references, --tag, --threshold, bench's -b/-p/-n/-d, ...), so that
+// every list refuses an empty item in one wording, whatever package reads it.
+package listarg
+
+import (
+	"fmt"
+	"strings"
+)
+
+// EmptyItemError is an empty item of a list: "main,$PR" with PR unset
+// would read as main alone (docs/perf-gate.md, "Gating stored runs").
+type EmptyItemError struct {
+	What  string // what the list is ("--tag", "run references"); may be ""
+	List  string // the list as given
+	Item  int    // the empty item's place, from 1
+	Items int    // how many items the list has
+}
+
+func (e *EmptyItemError) Error() string {
+	msg := fmt.Sprintf("%q: item %d of %d is empty (a comma too many, or a variable left unset?)", e.List, e.Item, e.Items)
+	if e.What == "" {
+		return msg
+	}
+	return e.What + " " + msg
+}
+
+// Split splits list at its commas, each item trimmed. An empty item is an
+// *EmptyItemError naming what the list is (what) and which item.
+func Split(what, list string) ([]string, error) {
+	items := strings.Split(list, ",")
+	for i, p := range items {
+		items[i] = strings.TrimSpace(p)
+	}
+	for i, p := range items {
+		if p == "" {
+			return nil, &EmptyItemError{What: what, List: list, Item: i + 1, Items: len(items)}
+		}
+	}
+	return items, nil
+}
+
+// Named is err of a list read below the command line (suites.ParseIntList
+// splits with no name), said under the flag it came from: an empty item
+// takes what as its name, as Split would have given it; any other error is
+// prefixed "what: ".
+func Named(what string, err error) error {
+	// Only the list's own error: one wrapped in more words keeps them.
+	if empty, ok := err.(*EmptyItemError); ok && empty.What == "" {
+		named := *empty
+		named.What = what
+		return &named
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,52 @@
+package listarg
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func TestSplit(t *testing.T) {
+	for _, c := range []struct {
+		what, list string
+		want       []string
+		err        string
+	}{
+		{"--tag", "a, b ,c", []string{"a", "b", "c"}, ""},
+		{"--tag", "a", []string{"a"}, ""},
+		{"--tag", "a,,b", nil, `--tag "a,,b": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+		{"run references", "41,", nil, `run references "41,": item 2 of 2 is empty (a comma too many, or a variable left unset?)`},
+		{"--kernel", " ", nil, `--kernel " ": item 1 of 1 is empty (a comma too many, or a variable left unset?)`},
+		{"", "1,,2", nil, `"1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+	} {
+		got, err := Split(c.what, c.list)
+		if msg := fmt.Sprint(err); c.err == "" && err != nil || c.err != "" && msg != c.err || !slices.Equal(got, c.want) {
+			t.Errorf("Split(%q, %q) = %q, %v; want %q, %q", c.what, c.list, got, err, c.want, c.err)
+		}
+	}
+}
+
+// An error of a list read with no name takes the flag's; any other is
+// prefixed with it.
+func TestNamed(t *testing.T) {
+	_, unnamed := Split("", "1,,2")
+	_, named := Split("--tag", "a,")
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{unnamed, `--batch "1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+		{fmt.Errorf("wrapped: %w", unnamed), `--batch: wrapped: "1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+		{named, `--batch: --tag "a,": item 2 of 2 is empty (a comma too many, or a variable left unset?)`},
+		{errors.New("0 is below 1"), "--batch: 0 is below 1"},
+	} {
+		if got := Named("--batch", c.err).Error(); got != c.want {
+			t.Errorf("Named(--batch, %v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	// The unnamed error is left as it was.
+	if got := unnamed.Error(); got != `"1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)` {
+		t.Errorf("Named changed the error it named: %q", got)
+	}
+}
