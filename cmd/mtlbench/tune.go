@@ -58,7 +58,8 @@ func tuneCommand() *cli.Command {
 			"Ctrl-C (or SIGTERM) stops a tune; each finished bucket's winner is kept, written as the bucket\n" +
 			"ends, and tune names them and prints the command that tunes the rest: the same arguments with\n" +
 			"--skip-tuned, which keeps each bucket whose stored winner was tuned by this build (commit, tool\n" +
-			"version, kernel source) on this device against the same default and space, and tunes the others.\n\n" +
+			"version, kernel source) on this device against the same default and space, and tunes the others;\n" +
+			"with --dry-run it lists which buckets it would skip and which tune, timing nothing.\n\n" +
 			"   mtlbench tune suites/qwen3-moe.yaml --backend metal --skip-tuned   # tune what an interrupted tune left\n\n" +
 			"docs/tuning.md has more.",
 		Flags: []cli.Flag{
@@ -80,7 +81,7 @@ func tuneCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the round order and random search"},
 			&cli.StringFlag{Name: "out", TakesFile: true, Usage: "tuned-config file to merge the winners into (default: the user's cache; not -, which a merge cannot be)"},
 			&cli.StringFlag{Name: "dir", TakesFile: true, Usage: "tuned folder to use instead of the user's cache"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "list the buckets and their pruned spaces; time nothing"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "list the buckets and their pruned spaces; time nothing (with --skip-tuned: which buckets a resume would skip, with the stored winner and run, and which it would tune, and why)"},
 			&cli.BoolFlag{Name: "skip-tuned", Usage: "keep each bucket whose winner the tuned-config file holds from a tune of this build, device, kernel source, default and space (an interrupted tune's), tuning the rest"},
 			tagFlag("label of the tune run in the database"),
 			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU the cost witness reads each candidate's counts against, e.g. \"M2 Pro\" (default M3 Ultra)"},
@@ -170,8 +171,6 @@ func tuneRun(c *cli.Context) error {
 		return errors.New("tune: give --out FILE or --dir FOLDER, not both: the winners go to one file")
 	case c.String("out") == stdoutPath:
 		return noStdout("--out", stdoutPath, "the winners are merged into the tuned configs a file holds")
-	case c.Bool("skip-tuned") && c.Bool("dry-run"):
-		return errors.New("tune: --skip-tuned goes with a tune that times, not --dry-run, which times nothing")
 	case c.NArg() == 1:
 		var err error
 		if s, err = suites.Resolve(c.Args().First()); err != nil {
@@ -284,8 +283,8 @@ func tuneRun(c *cli.Context) error {
 		return err
 	}
 	w := c.App.Writer
-	if c.Bool("dry-run") {
-		return printSpaces(w, be, buckets)
+	if c.Bool("dry-run") && !c.Bool("skip-tuned") {
+		return printSpaces(w, be, buckets, nil)
 	}
 
 	out := c.String("out")
@@ -298,6 +297,9 @@ func tuneRun(c *cli.Context) error {
 	}
 	if err := checkTunedOut(out); err != nil {
 		return err
+	}
+	if c.Bool("dry-run") {
+		return dryRunSkipTuned(c, w, be, buckets, o, out)
 	}
 	// --out's folder must be there, as every file output's (checkWritable);
 	// the user's cache or --dir is made where it is not.
@@ -495,16 +497,78 @@ func (w *tunedWriter) add(r *tuner.Result) error {
 	return nil
 }
 
+// dryRunSkipTuned is --skip-tuned --dry-run: each bucket as the resume
+// would take it (tuner's Stored rule), skipped or tuned and why, reading
+// the tuned-config file out and the store, writing neither and timing
+// nothing (docs/tuning.md, "Resuming an interrupted tune").
+func dryRunSkipTuned(c *cli.Context, w io.Writer, be bridge.Backend, buckets []tuner.Bucket, o tuner.Options, out string) error {
+	// checkTunedOut read it already; no file is nothing tuned yet.
+	o.Tuned = &tune.File{}
+	if f, err := tune.ReadFile(out); err == nil {
+		o.Tuned = f
+	}
+	// A stored winner is shown to be this build's by the tune run it names:
+	// a store that is not there holds none (as for the tune, which would
+	// make it), and is not made by a dry run.
+	if len(o.Tuned.Entries) > 0 && storeIsThere(c) {
+		db, err := openExistingDB(c)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		o.DB = db
+	}
+	plan := make([]string, len(buckets))
+	skips := 0
+	for i, b := range buckets {
+		e, why := o.Stored(b)
+		switch {
+		case e != nil:
+			skips++
+			plan[i] = fmt.Sprintf("skipped: tuned earlier (run %d) for this build: %s kept, not tuned again", e.RunID, b.Kernel.String(e.Config))
+		case why != "":
+			plan[i] = "tuned: " + why
+		default:
+			plan[i] = "tuned: no stored winner in " + out
+		}
+	}
+	if err := printSpaces(w, be, buckets, plan); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "tune: --skip-tuned --dry-run: %d of %s would be skipped, %d tuned (%s)\n", skips, plural.Of(len(buckets), "bucket"), len(buckets)-skips, out)
+	return nil
+}
+
+// storeIsThere says whether the store openDB would open is there: any
+// other trouble with it is openExistingDB's to say.
+func storeIsThere(c *cli.Context) bool {
+	path := c.String("db")
+	if path == "" {
+		path = envconfig.DB()
+	}
+	abs, err := results.Resolve(path)
+	if err != nil {
+		return true
+	}
+	_, err = os.Stat(abs)
+	return !errors.Is(err, os.ErrNotExist)
+}
+
 // printSpaces is --dry-run: each bucket's candidates and what was pruned,
-// grouped by reason.
-func printSpaces(w io.Writer, be bridge.Backend, buckets []tuner.Bucket) error {
-	for _, b := range buckets {
+// grouped by reason, and with --skip-tuned what the resume would do with
+// it (plan, one line a bucket; nil without).
+func printSpaces(w io.Writer, be bridge.Backend, buckets []tuner.Bucket, plan []string) error {
+	for i, b := range buckets {
 		cands, pruned := b.Kernel.Candidates(b.Shape, tune.LimitsFor(be, string(b.Kernel.Op), b.DType))
 		names := make([]string, len(cands))
 		for i, c := range cands {
 			names[i] = b.Kernel.String(c)
 		}
-		fmt.Fprintf(w, "%s  (%s)\n  %s: %s\n  %d pruned\n", b.Describe(), b.Label, plural.Of(len(cands), "candidate"), strings.Join(names, ", "), len(pruned))
+		fmt.Fprintf(w, "%s  (%s)\n", b.Describe(), b.Label)
+		if plan != nil {
+			fmt.Fprintf(w, "  --skip-tuned: %s\n", plan[i])
+		}
+		fmt.Fprintf(w, "  %s: %s\n  %d pruned\n", plural.Of(len(cands), "candidate"), strings.Join(names, ", "), len(pruned))
 		var reasons []string
 		byReason := map[string][]string{}
 		for _, p := range pruned {

@@ -255,7 +255,6 @@ func TestTuneErrors(t *testing.T) {
 		{[]string{"tune", "--kernel", "matmul,,moe", "--dry-run"}, `--kernel "matmul,,moe": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "8", "--requests", "16", "--request-rate", "1,,2", "--print-suite"}, `--request-rate "1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
 		// Flags that would be dropped without a word are refused.
-		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--skip-tuned", "--dry-run"}, "--skip-tuned goes with a tune that times, not --dry-run"},
 		{[]string{"tune", "ci", "--dtype", "q4", "--dry-run"}, "tune: --dtype goes with --kernel, not a suite: each case tunes at its own dtype"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--out", notJSON + ".new", "--dir", t.TempDir(), "--dry-run"}, "tune: give --out FILE or --dir FOLDER, not both"},
 		{[]string{"tune", "--kernel", "moe", "--shape", "tokns=1"}, `unknown shape dimension "tokns"`},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,6 +97,51 @@ func TestTuneInterruptAndResume(t *testing.T) {
 		t.Fatalf("resume command %q", resume)
 	}
 
+	// A dry run of the resume lists what it would do, timing nothing: the
+	// finished bucket skipped with its stored winner and run, the others
+	// tuned; the store and the file are as they were.
+	// The winner as the interrupted tune named it.
+	_, winner, _ := strings.Cut(said, kept.Describe()+": ")
+	winner, _, _ = strings.Cut(winner, "\n")
+	dbBefore, _ := os.ReadFile(db)
+	dry := &cancelAfter{}
+	plan, err := tuneWith(context.Background(), dry, append(words[1:], "--dry-run")...)
+	if err != nil {
+		t.Fatalf("resume --dry-run: %v\n%s", err, dry.b.String())
+	}
+	for _, want := range []string{
+		"--skip-tuned: skipped: tuned earlier (run 1) for this build: " + winner + " kept",
+		"--skip-tuned: tuned: no stored winner in " + out,
+	} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("resume --dry-run lacks %q:\n%s", want, plan)
+		}
+	}
+	if n := strings.Count(plan, "--skip-tuned: tuned: "); n != 2 {
+		t.Errorf("resume --dry-run tunes %d buckets, want 2:\n%s", n, plan)
+	}
+	if said := dry.b.String(); !strings.Contains(said, "tune: --skip-tuned --dry-run: 1 of 3 buckets would be skipped, 2 tuned") || strings.Contains(said, "done: ") {
+		t.Errorf("resume --dry-run said:\n%s", said)
+	}
+	if g, _ := tune.ReadFile(out); len(g.Entries) != 1 {
+		t.Errorf("resume --dry-run changed %s: %v", out, g)
+	}
+	if dbAfter, _ := os.ReadFile(db); !bytes.Equal(dbBefore, dbAfter) {
+		t.Errorf("resume --dry-run wrote to %s", db)
+	}
+	// A store that is not there holds no tune run: the winner is tuned
+	// again, and the dry run makes no store.
+	none := filepath.Join(tmp, "none.db")
+	noStore := slices.Clone(words[1:])
+	noStore[slices.Index(noStore, db)] = none
+	plan, err = tuneWith(context.Background(), &cancelAfter{}, append(noStore, "--dry-run")...)
+	if err != nil || !strings.Contains(plan, "--skip-tuned: tuned: its winner names no tune run in this results database") || strings.Contains(plan, "skipped: ") {
+		t.Errorf("resume --dry-run with no store: %v\n%s", err, plan)
+	}
+	if _, err := os.Stat(none); err == nil {
+		t.Errorf("resume --dry-run made the store %s", none)
+	}
+
 	rest := &cancelAfter{}
 	report, err = tuneWith(context.Background(), rest, words[1:]...)
 	if err != nil {
@@ -152,6 +198,13 @@ func TestTuneInterruptAndResume(t *testing.T) {
 			}
 			if err := g.Write(out); err != nil {
 				t.Fatal(err)
+			}
+			// A dry run names the reason as the tune does.
+			plan, err := tuneWith(context.Background(), &cancelAfter{}, append(words[1:], "--dry-run")...)
+			_, line, _ := strings.Cut(plan, "(mm/n=8)\n")
+			line, _, _ = strings.Cut(line, "\n")
+			if err != nil || !strings.HasPrefix(line, "  --skip-tuned: tuned: ") || !strings.Contains(line, tc.why) {
+				t.Errorf("--dry-run of a stored winner of another %s: %v: %q\n%s", tc.name, err, line, plan)
 			}
 			w := &cancelAfter{want: []string{"[2/3]"}, cancel: func() {}}
 			ctx, cancel := context.WithCancel(context.Background())

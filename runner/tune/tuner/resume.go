@@ -12,14 +12,15 @@ import (
 // "Resuming an interrupted tune").
 const StatusSkipped = "skipped"
 
-// stored is the winner Options.Tuned holds for b when it was tuned for
+// Stored is the winner Options.Tuned holds for b when it was tuned for
 // exactly what this run would tune, else nil and, where an entry of the
 // bucket is there, why it is tuned again. Exactly: the same device,
 // backend, kernel, dtype and shape (the entry's key), the same kernel
 // source (the engine's staleness rule), tool version and commit (the tune
 // run the entry names, in this run's store), the same default, and a
-// winner among the candidates this run would time.
-func (o *Options) stored(b Bucket) (*tune.Entry, string) {
+// winner among the candidates this run would time. A --skip-tuned
+// --dry-run lists each bucket by it, timing nothing.
+func (o *Options) Stored(b Bucket) (*tune.Entry, string) {
 	if o.Tuned == nil {
 		return nil, ""
 	}

@@ -325,7 +325,7 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 		}
 		t := &bucketRun{o: &o, b: b, idx: i + 1, n: len(buckets), budget: budget,
 			rng: rand.New(rand.NewPCG(o.Seed, uint64(i)))}
-		if e, why := o.stored(b); e != nil {
+		if e, why := o.Stored(b); e != nil {
 			rep.Results = append(rep.Results, skipped(b, e))
 			t.event(StatusSkipped, 0, 0, "tuned earlier (run %d) for this build: %s kept, not tuned again", e.RunID, b.Kernel.String(e.Config))
 			continue
