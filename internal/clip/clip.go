@@ -9,8 +9,11 @@ import (
 	"unicode/utf8"
 )
 
-// Most is the most characters of a string Quote keeps.
-const Most = 40
+// Most is the most characters of a string Quote keeps: enough for every
+// tensor name of the checkpoints mtlbench reads (mlx-lm's Mixtral's
+// model.layers.N.block_sparse_moe.switch_mlp.gate_proj.scales has 60), as
+// llama.cpp's GGML_MAX_NAME is, so an error names its tensor whole.
+const Most = 64
 
 // Quote is s quoted as Go's %q quotes it where it has at most Most
 // characters; a longer s is cut to its first Most-3, "..." after them, and

@@ -3,6 +3,7 @@ package jsonerr
 import (
 	"encoding/json"
 	"errors"
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"io"
 	"strings"
 	"testing"
@@ -69,7 +70,7 @@ func TestExplain(t *testing.T) {
 		{`{"a": {"b": [1, {"c": 2}], "d": NaN}}`, `a.d is NaN (at line 1, column 33): a float that is not finite, which JSON has no number for; want a finite number`},
 		// A key of the file's set in the path is cut as internal/clip cuts
 		// it: a key of megabytes is not copied into the message.
-		{`{"a": {"` + strings.Repeat("k", 1<<20) + `": NaN}}`, `a."` + strings.Repeat("k", 37) + `..." (1048576 characters) is NaN (at line 1, column 1048588): a float that is not finite, which JSON has no number for; want a finite number`},
+		{`{"a": {"` + strings.Repeat("k", 1<<20) + `": NaN}}`, `a."` + strings.Repeat("k", clip.Most-3) + `..." (1048576 characters) is NaN (at line 1, column 1048588): a float that is not finite, which JSON has no number for; want a finite number`},
 	} {
 		var cfg config
 		err := Explain(json.Unmarshal([]byte(c.in), &cfg), []byte(c.in))

@@ -1,12 +1,14 @@
 package model
 
 import (
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/internal/gguftest"
+	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
 // A GGUF metadata string an error echoes (here the architecture; the rope
@@ -14,7 +16,7 @@ import (
 // a value of megabytes is not copied into the message.
 func TestGGUFLongValuesClipped(t *testing.T) {
 	long := strings.Repeat("x", 1<<20)
-	clipped := `"` + strings.Repeat("x", 37) + `..." (1048576 characters)`
+	clipped := `"` + strings.Repeat("x", clip.Most-3) + `..." (1048576 characters)`
 	for _, c := range []struct {
 		name string
 		kvs  []gguftest.KV
@@ -40,7 +42,7 @@ func TestGGUFLongValuesClipped(t *testing.T) {
 // A config.json string an error echoes is quoted by the same rule.
 func TestConfigLongValuesClipped(t *testing.T) {
 	long := strings.Repeat("x", 1<<20)
-	clipped := `"` + strings.Repeat("x", 37) + `..." (1048576 characters)`
+	clipped := `"` + strings.Repeat("x", clip.Most-3) + `..." (1048576 characters)`
 	for _, c := range []struct{ json, want string }{
 		{`{"model_type": "` + long + `"}`, "model_type " + clipped + " is none of"},
 		{`{"architectures": ["` + long + `"]}`, "unknown architecture " + clipped},
@@ -56,7 +58,7 @@ func TestConfigLongValuesClipped(t *testing.T) {
 // value under it is of the wrong type, as where it is named otherwise.
 func TestQuantKeyClipped(t *testing.T) {
 	long := strings.Repeat("x", 1<<20)
-	want := `config.json: quantization["` + strings.Repeat("x", 37) + `..." (1048576 characters)].bits is a JSON string ("8"), want a whole number`
+	want := `config.json: quantization["` + strings.Repeat("x", clip.Most-3) + `..." (1048576 characters)].bits is a JSON string ("8"), want a whole number`
 	_, err := parseMLXQuant("config.json", []byte(`{"quantization": {"group_size": 64, "bits": 4, "`+long+`": {"bits": "8"}}}`))
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		s := ""
@@ -76,5 +78,47 @@ func checkClipped(t *testing.T, err error, want string) {
 			s = err.Error()
 		}
 		t.Errorf("error of %d bytes: %.300s, want one holding %s", len(s), s, want)
+	}
+}
+
+// An error about an expert stack of an mlx-lm folder names its tensors
+// whole: cut to their first characters they lose which of the weight,
+// scales and biases, or which projection, is meant.
+func TestPackedTensorNamedWhole(t *testing.T) {
+	const stack = "model.layers.0.mlp.switch_mlp.up_proj."
+	set := func(name, dtype string) func([]safetensors.WriteTensor) []safetensors.WriteTensor {
+		return func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+			out := ts[:0]
+			for _, w := range ts {
+				switch {
+				case w.Name != name:
+				case dtype == "":
+					continue // dropped
+				default:
+					w.DType = dtype
+				}
+				out = append(out, w)
+			}
+			return out
+		}
+	}
+	for _, c := range []struct {
+		name string
+		edit func([]safetensors.WriteTensor) []safetensors.WriteTensor
+		want []string
+	}{
+		{"biases missing", set(stack+"biases", ""), []string{`"` + stack + `weight"`, `"` + stack + `biases"`}},
+		{"scales of an integer dtype", set(stack+"scales", "I16"), []string{`"` + stack + `scales" has dtype I16`}},
+		{"biases of another dtype", set(stack+"biases", "F16"), []string{`"` + stack + `biases" is F16`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := mlxCopyOf(t, "../testdata/mlx/qwen3_moe-q4", nil, c.edit)
+			err := openAll(dir)
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v, want it to hold %s", err, w)
+				}
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"maps"
 	"os"
 	"path/filepath"
@@ -166,15 +167,15 @@ var headerCases = []struct {
 	// A name or dtype of megabytes is quoted cut short (internal/clip),
 	// not copied into the message.
 	{"a name of a megabyte", rawFile(`{"`+strings.Repeat("n", 1<<20)+`":{"dtype":"Q4_K","shape":[2],"data_offsets":[0,2]}}`, 2),
-		[]string{`tensor "` + strings.Repeat("n", 37) + `..." (1048576 characters): unknown dtype "Q4_K"`}},
+		[]string{`tensor "` + strings.Repeat("n", clip.Most-3) + `..." (1048576 characters): unknown dtype "Q4_K"`}},
 	// The same name set in the path of a field of the wrong type, and a
 	// __metadata__ key of a megabyte.
 	{"a name of a megabyte in a field's path", rawFile(`{"`+strings.Repeat("n", 1<<20)+`":{"dtype":"F32","shape":[1.5],"data_offsets":[0,6]}}`, 6),
-		[]string{`invalid entry: "` + strings.Repeat("n", 37) + `..." (1048576 characters).shape is a JSON number 1.5, want a whole number`}},
+		[]string{`invalid entry: "` + strings.Repeat("n", clip.Most-3) + `..." (1048576 characters).shape is a JSON number 1.5, want a whole number`}},
 	{"a metadata key of a megabyte", rawFile(`{"__metadata__":{"`+strings.Repeat("k", 1<<20)+`":null}}`, 0),
-		[]string{`__metadata__["` + strings.Repeat("k", 37) + `..." (1048576 characters)] is null, want a string`}},
+		[]string{`__metadata__["` + strings.Repeat("k", clip.Most-3) + `..." (1048576 characters)] is null, want a string`}},
 	{"a dtype of a megabyte", rawFile(`{"w":{"dtype":"`+strings.Repeat("Q", 1<<20)+`","shape":[2],"data_offsets":[0,2]}}`, 2),
-		[]string{`tensor "w": unknown dtype "` + strings.Repeat("Q", 37) + `..." (1048576 characters)`}},
+		[]string{`tensor "w": unknown dtype "` + strings.Repeat("Q", clip.Most-3) + `..." (1048576 characters)`}},
 	{"a dtype of the format's not read", rawFile(`{"w":{"dtype":"F8_E4M3FNUZ","shape":[2],"data_offsets":[0,2]}}`, 2),
 		[]string{`tensor "w": dtype F8_E4M3FNUZ, which the safetensors format has, is not one mtlbench reads (BF16, BOOL, C64,`}},
 	{"size mismatch", rawFile(`{"`+upProj+`":{"dtype":"BF16","shape":[4,8],"data_offsets":[0,100]}}`, 100),

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,7 @@ import (
 func TestLongValuesClipped(t *testing.T) {
 	const n = 1 << 20
 	long := strings.Repeat("x", n)
-	clipped := `"` + strings.Repeat("x", 37) + `..." (1048576 characters)`
+	clipped := `"` + strings.Repeat("x", clip.Most-3) + `..." (1048576 characters)`
 	hf := func(edit func(m map[string]any)) func(t *testing.T) (*Tokenizer, error) {
 		return func(t *testing.T) (*Tokenizer, error) {
 			m := map[string]any{"model": map[string]any{"type": "BPE", "vocab": map[string]int{"a": 0, "b": 1, "ab": 2}, "merges": []string{"a b"}}}

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/clip"
 	"runtime"
 	"strings"
 	"testing"
@@ -158,7 +159,7 @@ func TestAddedTokensNormalizedBudget(t *testing.T) {
 		want      string
 	}{
 		{"short", 10, 3, ""},
-		{"one long token", 4 << 20, 1, `added token "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa..." (4194304 characters): the normalizers make the added tokens' texts more than 64 MiB together`},
+		{"one long token", 4 << 20, 1, `added token "` + strings.Repeat("a", clip.Most-3) + `..." (4194304 characters): the normalizers make the added tokens' texts more than 64 MiB together`},
 		{"many tokens", 512 << 10, 4, "the normalizers make the added tokens' texts more than 64 MiB together"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
