@@ -460,32 +460,32 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if h.RopeTheta != nil {
 		c.RopeTheta = *h.RopeTheta
 	}
-	for _, f := range []struct {
-		name string
-		m    map[string]any
-	}{{"rope_parameters", h.RopeParameters}, {"rope_scaling", h.RopeScaling}} {
-		if err := ropeKeysKnown(f.m); err != nil {
-			return nil, fmt.Errorf("%s: %s: %v", name, f.name, err)
-		}
-		if err := ropeTypeGiven(f.m); err != nil {
-			return nil, fmt.Errorf("%s: %s: %v", name, f.name, err)
-		}
+	// transformers 5 takes a non-empty rope_scaling in place of
+	// rope_parameters, which it then ignores, theta included
+	// (convert_rope_params_to_dict: `rope_scaling or rope_parameters`, then
+	// the chosen object's rope_theta, the top level's, the class's).
+	scaling, field := h.RopeParameters, "rope_parameters"
+	if len(h.RopeScaling) > 0 {
+		scaling, field = h.RopeScaling, "rope_scaling"
 	}
-	if v, ok := h.RopeParameters["partial_rotary_factor"]; ok && v != nil {
+	if err := ropeKeysKnown(scaling); err != nil {
+		return nil, fmt.Errorf("%s: %s: %v", name, field, err)
+	}
+	if err := ropeTypeGiven(scaling); err != nil {
+		return nil, fmt.Errorf("%s: %s: %v", name, field, err)
+	}
+	if v, ok := scaling["partial_rotary_factor"]; ok && v != nil {
 		if f, isNum := v.(float64); !isNum || f != 1 {
-			return nil, fmt.Errorf("%s: rope_parameters.partial_rotary_factor=%s is not supported (RoPE over whole heads only)", name, jsonText(v))
+			return nil, fmt.Errorf("%s: %s.partial_rotary_factor=%s is not supported (RoPE over whole heads only)", name, field, jsonText(v))
 		}
 	}
-	if v, ok := h.RopeParameters["rope_theta"]; ok {
+	if v, ok := scaling["rope_theta"]; ok {
 		f, isNum := v.(float64)
 		if !isNum {
-			return nil, fmt.Errorf("%s: rope_parameters.rope_theta %s is not a number", name, jsonText(v))
+			return nil, fmt.Errorf("%s: %s.rope_theta %s is not a number", name, field, jsonText(v))
 		}
 		c.RopeTheta = f
-	}
-	scaling, field := h.RopeParameters, "rope_parameters"
-	if ropeType(scaling) == "" {
-		scaling, field = h.RopeScaling, "rope_scaling"
+		c.setKey("rope_theta", field+".rope_theta")
 	}
 	sc, err := parseRopeScaling(scaling, h.MaxPositionEmbeds)
 	if err != nil {
@@ -503,6 +503,9 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		} else {
 			c.setKey("original_max_position_embeddings", "max_position_embeddings")
 		}
+	}
+	if field == "rope_scaling" && len(h.RopeParameters) > 0 {
+		c.Notes = append(c.Notes, passedOverRope(name, h.RopeParameters, c.RopeTheta))
 	}
 	if f := h.PartialRotaryFactor; f != nil && *f != 1 {
 		return nil, fmt.Errorf("%s: partial_rotary_factor=%g is not supported (RoPE over whole heads only)", name, *f)
@@ -1043,6 +1046,17 @@ func (c *Config) Rotary() kernels.Rotary {
 	}
 	r.Freqs = f
 	return r.Keyed(c.HeadDim)
+}
+
+// passedOverRope is the note for a config.json whose rope_scaling took the
+// place of its rope_parameters: a transformers 5 save with a model card's
+// rope_scaling added loses its theta so, in transformers as here.
+func passedOverRope(name string, params map[string]any, theta float64) string {
+	what := ""
+	if v, ok := params["rope_theta"].(float64); ok && v != theta {
+		what = fmt.Sprintf(", its rope_theta %g too: RoPE runs at %g", v, theta)
+	}
+	return fmt.Sprintf("%s: rope_scaling is read in place of rope_parameters, which is passed over%s (as transformers 5 reads both)", name, what)
 }
 
 // ropeType is a rope_scaling or rope_parameters object's type ("type" in

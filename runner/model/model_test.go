@@ -551,43 +551,52 @@ func TestRopeScaling(t *testing.T) {
 		theta      float64
 		want       *kernels.RoPEScaling
 		err        string
+		note       string
 	}{
-		{"hub llama3", `"rope_theta": 500000.0, "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}}`, 500000, &llama3, ""},
-		{"v5 llama3", `"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192}}`, 500000, &llama3, ""},
-		{"older linear", `"rope_theta": 10000.0, "rope_scaling": {"type": "linear", "factor": 4.0}}`, 10000, &kernels.RoPEScaling{Type: "linear", Factor: 4}, ""},
-		{"v5 default", `"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}`, 1e6, nil, ""},
-		{"null scaling", `"rope_theta": 10000.0, "rope_scaling": null}`, 10000, nil, ""},
+		// transformers 5 takes rope_scaling whole in place of rope_parameters.
+		{"v5 save with the card's yarn", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}`, 10000,
+			&kernels.RoPEScaling{Type: "yarn", Factor: 4, OriginalMax: 32768, BetaFast: 32, BetaSlow: 1, Attention: 0.1*math.Log(4) + 1}, "",
+			"config.json: rope_scaling is read in place of rope_parameters, which is passed over, its rope_theta 1e+06 too: RoPE runs at 10000 (as transformers 5 reads both)"},
+		{"both, theta in rope_scaling", `"rope_theta": 1e4, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0}, "rope_scaling": {"type": "linear", "factor": 2.0, "rope_theta": 1e6}}`, 1e6,
+			&kernels.RoPEScaling{Type: "linear", Factor: 2}, "", "config.json: rope_scaling is read in place of rope_parameters, which is passed over (as transformers 5 reads both)"},
+		{"empty rope_scaling", `"rope_scaling": {}, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6}}`, 1e6, &kernels.RoPEScaling{Type: "linear", Factor: 2}, "", ""},
+		{"both, bad theta named where read", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}, "rope_scaling": {"type": "linear", "factor": 2.0, "rope_theta": "x"}}`, 0, nil, `rope_scaling.rope_theta "x" is not a number`, ""},
+		{"hub llama3", `"rope_theta": 500000.0, "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}}`, 500000, &llama3, "", ""},
+		{"v5 llama3", `"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192}}`, 500000, &llama3, "", ""},
+		{"older linear", `"rope_theta": 10000.0, "rope_scaling": {"type": "linear", "factor": 4.0}}`, 10000, &kernels.RoPEScaling{Type: "linear", Factor: 4}, "", ""},
+		{"v5 default", `"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}`, 1e6, nil, "", ""},
+		{"null scaling", `"rope_theta": 10000.0, "rope_scaling": null}`, 10000, nil, "", ""},
 		{"qwen3 yarn", `"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0, "original_max_position_embeddings": 32768}}`, 1e6,
-			&kernels.RoPEScaling{Type: "yarn", Factor: 4, OriginalMax: 32768, BetaFast: 32, BetaSlow: 1, Attention: 0.1*math.Log(4) + 1}, ""},
+			&kernels.RoPEScaling{Type: "yarn", Factor: 4, OriginalMax: 32768, BetaFast: 32, BetaSlow: 1, Attention: 0.1*math.Log(4) + 1}, "", ""},
 		// DeepSeek-R1-0528-Qwen3-8B's: attn_factor is not a key transformers reads.
 		{"yarn with attn_factor", `"rope_theta": 1e6, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "attn_factor": 0.8782488562869419}}`, 1e6,
-			&kernels.RoPEScaling{Type: "yarn", Factor: 4, OriginalMax: 32768, BetaFast: 32, BetaSlow: 1, Attention: 0.1*math.Log(4) + 1}, ""},
+			&kernels.RoPEScaling{Type: "yarn", Factor: 4, OriginalMax: 32768, BetaFast: 32, BetaSlow: 1, Attention: 0.1*math.Log(4) + 1}, "", ""},
 		{"yarn mscale, no factor", `"max_position_embeddings": 163840, "rope_scaling": {"type": "yarn", "factor": null, "original_max_position_embeddings": 4096, "mscale": 0.707, "mscale_all_dim": 0.707, "beta_fast": 32, "beta_slow": 1, "truncate": false}}`, 10000,
-			&kernels.RoPEScaling{Type: "yarn", Factor: 40, OriginalMax: 4096, BetaFast: 32, BetaSlow: 1, NoTruncate: true, Attention: 1}, ""},
+			&kernels.RoPEScaling{Type: "yarn", Factor: 40, OriginalMax: 4096, BetaFast: 32, BetaSlow: 1, NoTruncate: true, Attention: 1}, "", ""},
 		{"yarn attention_factor", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "attention_factor": 1.5, "beta_fast": 16}}`, 10000,
-			&kernels.RoPEScaling{Type: "yarn", Factor: 2, OriginalMax: 4096, BetaFast: 16, BetaSlow: 1, Attention: 1.5}, ""},
-		{"yarn truncate a string", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "truncate": "no"}}`, 0, nil, "yarn: truncate \"no\" is not a boolean"},
-		{"yarn negative beta", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "beta_slow": -1}}`, 0, nil, "beta_slow -1 must be"},
-		{"dynamic", `"rope_scaling": {"type": "dynamic", "factor": 2.0}}`, 0, nil, `rope_scaling: rope type "dynamic" is not supported`},
-		{"longrope", `"rope_scaling": {"type": "longrope", "long_factor": [1], "short_factor": [1]}}`, 0, nil, `rope type "longrope" is not supported`},
-		{"llama3 missing fields", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}`, 0, nil, "llama3: low_freq_factor, high_freq_factor, original_max_position_embeddings missing or not a number"},
-		{"llama3 low above high", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 8192}}`, 0, nil, "must satisfy 0 < low < high"},
-		{"llama3 fractional context", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192.5}}`, 0, nil, "is not a whole number"},
-		{"linear below one", `"rope_scaling": {"rope_type": "linear", "factor": 0.5}}`, 0, nil, "factor 0.5 must be a number from 1 to"},
-		{"linear factor a string", `"rope_scaling": {"rope_type": "linear", "factor": "4"}}`, 0, nil, "linear: factor missing or not a number"},
-		{"theta a string", `"rope_parameters": {"rope_type": "default", "rope_theta": "1e6"}}`, 0, nil, "rope_parameters.rope_theta \"1e6\" is not a number"},
-		{"partial rotary", `"partial_rotary_factor": 0.5}`, 0, nil, "partial_rotary_factor=0.5 is not supported"},
+			&kernels.RoPEScaling{Type: "yarn", Factor: 2, OriginalMax: 4096, BetaFast: 16, BetaSlow: 1, Attention: 1.5}, "", ""},
+		{"yarn truncate a string", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "truncate": "no"}}`, 0, nil, "yarn: truncate \"no\" is not a boolean", ""},
+		{"yarn negative beta", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "beta_slow": -1}}`, 0, nil, "beta_slow -1 must be", ""},
+		{"dynamic", `"rope_scaling": {"type": "dynamic", "factor": 2.0}}`, 0, nil, `rope_scaling: rope type "dynamic" is not supported`, ""},
+		{"longrope", `"rope_scaling": {"type": "longrope", "long_factor": [1], "short_factor": [1]}}`, 0, nil, `rope type "longrope" is not supported`, ""},
+		{"llama3 missing fields", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}`, 0, nil, "llama3: low_freq_factor, high_freq_factor, original_max_position_embeddings missing or not a number", ""},
+		{"llama3 low above high", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 8192}}`, 0, nil, "must satisfy 0 < low < high", ""},
+		{"llama3 fractional context", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192.5}}`, 0, nil, "is not a whole number", ""},
+		{"linear below one", `"rope_scaling": {"rope_type": "linear", "factor": 0.5}}`, 0, nil, "factor 0.5 must be a number from 1 to", ""},
+		{"linear factor a string", `"rope_scaling": {"rope_type": "linear", "factor": "4"}}`, 0, nil, "linear: factor missing or not a number", ""},
+		{"theta a string", `"rope_parameters": {"rope_type": "default", "rope_theta": "1e6"}}`, 0, nil, "rope_parameters.rope_theta \"1e6\" is not a number", ""},
+		{"partial rotary", `"partial_rotary_factor": 0.5}`, 0, nil, "partial_rotary_factor=0.5 is not supported", ""},
 		// transformers 5 reads it from rope_parameters too.
-		{"partial rotary in rope_parameters", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}`, 0, nil, "rope_parameters.partial_rotary_factor=0.5 is not supported"},
-		{"whole rotary in rope_parameters", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0}}`, 1e4, nil, ""},
-		{"per layer type", `"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0}}}`, 0, nil, `rope_parameters: "full_attention": rope parameters per layer type are not supported`},
-		{"factor with no type", `"rope_scaling": {"factor": 4.0}}`, 0, nil, "rope_scaling: factor 4 with no rope_type: give the scaling's type"},
-		{"v5 factor with no type", `"rope_parameters": {"rope_theta": 1e6, "factor": 8.0}}`, 0, nil, "rope_parameters: factor 8 with no rope_type"},
-		{"factor one with no type", `"rope_theta": 1e4, "rope_scaling": {"factor": 1.0}}`, 1e4, nil, ""},
-		{"default with a factor", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "factor": 4.0}}`, 1e4, nil, ""},
-		{"rope type a number", `"rope_scaling": {"rope_type": 3, "factor": 4.0}}`, 0, nil, "rope_scaling: rope_type 3 is not a string"},
-		{"negative head_dim", `"head_dim": -32}`, 0, nil, "head_dim=-32 must be positive"},
-		{"negative positions", `"max_position_embeddings": -1}`, 0, nil, "max_position_embeddings=-1 must not be negative"},
+		{"partial rotary in rope_parameters", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}`, 0, nil, "rope_parameters.partial_rotary_factor=0.5 is not supported", ""},
+		{"whole rotary in rope_parameters", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0}}`, 1e4, nil, "", ""},
+		{"per layer type", `"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0}}}`, 0, nil, `rope_parameters: "full_attention": rope parameters per layer type are not supported`, ""},
+		{"factor with no type", `"rope_scaling": {"factor": 4.0}}`, 0, nil, "rope_scaling: factor 4 with no rope_type: give the scaling's type", ""},
+		{"v5 factor with no type", `"rope_parameters": {"rope_theta": 1e6, "factor": 8.0}}`, 0, nil, "rope_parameters: factor 8 with no rope_type", ""},
+		{"factor one with no type", `"rope_theta": 1e4, "rope_scaling": {"factor": 1.0}}`, 1e4, nil, "", ""},
+		{"default with a factor", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "factor": 4.0}}`, 1e4, nil, "", ""},
+		{"rope type a number", `"rope_scaling": {"rope_type": 3, "factor": 4.0}}`, 0, nil, "rope_scaling: rope_type 3 is not a string", ""},
+		{"negative head_dim", `"head_dim": -32}`, 0, nil, "head_dim=-32 must be positive", ""},
+		{"negative positions", `"max_position_embeddings": -1}`, 0, nil, "max_position_embeddings=-1 must not be negative", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := ParseHFConfig("config.json", []byte(head+c.json))
@@ -602,6 +611,9 @@ func TestRopeScaling(t *testing.T) {
 			}
 			if cfg.RopeTheta != c.theta || fmt.Sprint(cfg.RopeScaling) != fmt.Sprint(c.want) {
 				t.Fatalf("theta %g, scaling %+v; want %g, %+v", cfg.RopeTheta, cfg.RopeScaling, c.theta, c.want)
+			}
+			if note := strings.Join(cfg.Notes, "\n"); note != c.note {
+				t.Errorf("notes %q, want %q", note, c.note)
 			}
 			r := cfg.Rotary()
 			if (r.Freqs != nil) != (c.want != nil) {

@@ -20,6 +20,7 @@ type oracleRow struct {
 	Case      string          `json:"case"`
 	ModelType string          `json:"model_type"`
 	Set       json.RawMessage `json:"set"`
+	Unset     []string        `json:"unset"`
 	Config    string          `json:"config"`
 	Model     string          `json:"model"`
 
@@ -36,6 +37,10 @@ type oracleRow struct {
 	MLPBias    *bool           `json:"mlp_bias"`
 	NormTopK   *bool           `json:"norm_topk_prob"`
 	Inter      *int            `json:"intermediate_size"`
+	// InvFreq and AttnScaling are the model's rotary embedding as
+	// transformers built it: its frequencies and its scale of cos and sin.
+	InvFreq     []float64 `json:"inv_freq"`
+	AttnScaling *float64  `json:"attention_scaling"`
 }
 
 // members are a JSON object's keys and values as the text gives them, in
@@ -68,8 +73,8 @@ func members(t *testing.T, raw json.RawMessage) []member {
 
 // oracleConfig is base with set's keys put in place (a new key at the end),
 // one key a line, as Python's dict update and json.dump make it.
-func oracleConfig(base, set []member) []byte {
-	all := slices.Clone(base)
+func oracleConfig(base, set []member, unset []string) []byte {
+	all := slices.DeleteFunc(slices.Clone(base), func(m member) bool { return slices.Contains(unset, m.key) })
 	for _, s := range set {
 		i := slices.IndexFunc(all, func(m member) bool { return m.key == s.key })
 		if i < 0 {
@@ -95,6 +100,7 @@ func oracleConfig(base, set []member) []byte {
 // no published model has, or what the engine does not run
 // (docs/architecture.md, "Where input is checked").
 var oracleRefused = map[string]string{
+	"rope__scaling_dynamic":         "dynamic NTK scaling changes the frequencies as a sequence grows, which no backend's rotary tables do",
 	"hidden_size__zero":             "no model has no width",
 	"intermediate_size__zero":       "an MLP of no width",
 	"num_hidden_layers__zero":       "a model of no layers",
@@ -144,7 +150,7 @@ func TestConfigAsTransformersReadsIt(t *testing.T) {
 	var agree, unread int
 	for _, r := range o.Cases {
 		set := members(t, r.Set)
-		text := oracleConfig(members(t, o.Base[r.ModelType]), set)
+		text := oracleConfig(members(t, o.Base[r.ModelType]), set, r.Unset)
 		var keys []string
 		for _, m := range set {
 			keys = append(keys, m.key)
@@ -226,6 +232,9 @@ func oracleResolved(r oracleRow, c *Config) string {
 			ne("rope theta", c.RopeTheta, p.Theta)
 		}
 	}
+	if r.InvFreq != nil && !c.GPT2() {
+		d = append(d, rotaryDiffers(c, r.InvFreq, r.AttnScaling)...)
+	}
 	if r.AttnBias != nil {
 		ne("attention_bias", c.OBias, *r.AttnBias)
 	}
@@ -242,6 +251,34 @@ func oracleResolved(r oracleRow, c *Config) string {
 		ne("n_inner", c.Inter, r.NInner)
 	}
 	return strings.Join(d, "; ")
+}
+
+// rotaryDiffers compares the rotary embedding every backend runs with
+// transformers': each frequency within one f32 ulp of its own, the scale of
+// cos and sin within 1e-12.
+func rotaryDiffers(c *Config, want []float64, scale *float64) []string {
+	var d []string
+	got := c.Rotary().InvFreq(c.HeadDim)
+	if len(got) != len(want) {
+		return []string{fmt.Sprintf("%d rotary frequencies, transformers %d", len(got), len(want))}
+	}
+	for i, w := range want {
+		w32 := float32(w)
+		if ulp := math.Nextafter32(w32, float32(math.Inf(1))) - w32; math.Abs(float64(got[i]-w32)) > float64(ulp) {
+			d = append(d, fmt.Sprintf("rotary frequency %d %g, transformers %g", i, got[i], w))
+			break
+		}
+	}
+	if scale != nil {
+		a := 1.0
+		if c.RopeScaling != nil && c.RopeScaling.Attention != 0 {
+			a = c.RopeScaling.Attention
+		}
+		if math.Abs(a-*scale) > 1e-12 {
+			d = append(d, fmt.Sprintf("rotary attention scale %g, transformers %g", a, *scale))
+		}
+	}
+	return d
 }
 
 func cmpInt(p *int) int {
