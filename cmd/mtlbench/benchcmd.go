@@ -272,10 +272,27 @@ func benchHint(msg string) string {
 	if i < 0 {
 		return msg
 	}
-	return msg[:i] + benchHintKeys.ReplaceAllStringFunc(msg[i:], func(m string) string {
+	hint := benchHintKeys.ReplaceAllStringFunc(msg[i:], func(m string) string {
 		sub := benchHintKeys.FindStringSubmatch(m)
 		return sub[1] + benchKeyFlags[sub[2]]
 	})
+	// A memory hint may name keys no flag sets (prefill_budget, kv_dtype):
+	// the suite bench builds is where they are set.
+	var suiteOnly []string
+	for _, k := range bench.FitHintKeys() {
+		if _, ok := benchKeyFlags[k]; !ok && regexp.MustCompile(`[\s(,]`+k+` `).MatchString(hint) {
+			suiteOnly = append(suiteOnly, k)
+		}
+	}
+	if len(suiteOnly) > 0 && strings.HasSuffix(hint, ")") {
+		them := "it"
+		if len(suiteOnly) > 1 {
+			them = "them"
+		}
+		hint = fmt.Sprintf("%s; bench has no flag for %s: save the suite --print-suite prints and set %s there)",
+			strings.TrimSuffix(hint, ")"), strings.Join(suiteOnly, " or "), them)
+	}
+	return msg[:i] + hint
 }
 
 // quickSpec is what bench's flags ask for.

@@ -176,3 +176,22 @@ func TestBenchHintSaysFlags(t *testing.T) {
 		}
 	}
 }
+
+// A memory hint may name a key no flag of bench sets (prefill_budget,
+// kv_dtype): it said it as the suite's with no word of where a bench user
+// sets it; it now says to set it in the suite --print-suite prints, and
+// still says the flags for the keys that have them.
+func TestBenchHintNamesSuiteOnlyKeys(t *testing.T) {
+	const pre = "case c: model m needs 39.4 GiB but cpu has 22.8 GiB available (hint: "
+	for _, tc := range []struct{ hint, want string }{
+		{"batch 147 or less (from 256) would fit)", "--batch 147 or less (from 256) would fit)"},
+		{"any one of batch 147 or less (from 256) or prefill_budget 256 to 513549 (from none) would fit)",
+			"any one of --batch 147 or less (from 256) or prefill_budget 256 to 513549 (from none) would fit; bench has no flag for prefill_budget: save the suite --print-suite prints and set it there)"},
+		{"any one of prefill_budget 256 to 1000 (from none) or kv_dtype f16 (from auto: f32) would fit)",
+			"any one of prefill_budget 256 to 1000 (from none) or kv_dtype f16 (from auto: f32) would fit; bench has no flag for prefill_budget or kv_dtype: save the suite --print-suite prints and set them there)"},
+	} {
+		if got := benchHint(pre + tc.hint); got != pre+tc.want {
+			t.Errorf("benchHint(%q)\n = %q\nwant %q", tc.hint, got, pre+tc.want)
+		}
+	}
+}

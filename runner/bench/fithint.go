@@ -7,37 +7,72 @@ import (
 	"github.com/mtlbench/mtlbench/suites"
 )
 
-// fitKnob is a length of a model case that sizes its memory: its KV cache
-// (the cache holds each running request's longest) and its largest step.
+// fitKnob is a number of a model case that sizes its memory: its KV cache
+// (the cache holds each running request's longest, for max_seqs of them)
+// and its largest step (the prefill budget's tokens at most).
 type fitKnob struct {
 	key string // the suite key; bench's flags say it as theirs (cmd/mtlbench)
-	min int
-	get func(*suites.ModelParams) *int
+	// floor is the least value the suites take for it in this case
+	// (max_seqs no fewer than the batch, prefill_budget than max_seqs).
+	floor func(suites.ModelParams) int
+	get   func(*suites.ModelParams) *int
+	// unset is what a value of 0 means ("" where 0 is a value): the hint
+	// then looks for the largest value that fits up to the suites' bound.
+	unset string
 }
 
-// fitKnobs are the lengths a memory refusal's hint may lower: the batch
-// (with the requests and max_seqs it stands for where not set apart),
-// the prompt, the output, the context before the prompt and a cache sized
-// by kv_blocks.
+func floorOf(n int) func(suites.ModelParams) int {
+	return func(suites.ModelParams) int { return n }
+}
+
+// fitKnobs are the numbers a memory refusal's hint may lower, in the order
+// it names them: the batch (with the requests and max_seqs it stands for
+// where not set apart), max_seqs set above the batch, the prompt, the
+// output, the context before the prompt, the prefill budget and a cache
+// sized by kv_blocks. kv_dtype follows them (fitHint).
 var fitKnobs = []fitKnob{
-	{suites.ParamBatch, 1, func(m *suites.ModelParams) *int { return &m.Batch }},
-	{suites.ParamPromptLen, 1, func(m *suites.ModelParams) *int { return &m.PromptLen }},
-	{suites.ParamGenLen, 1, func(m *suites.ModelParams) *int { return &m.GenLen }},
-	{suites.ParamDepth, 0, func(m *suites.ModelParams) *int { return &m.Depth }},
-	{suites.ParamKVBlocks, 1, func(m *suites.ModelParams) *int { return &m.KVBlocks }},
+	{key: suites.ParamBatch, floor: floorOf(1), get: func(m *suites.ModelParams) *int { return &m.Batch }},
+	{key: suites.ParamMaxSeqs, floor: func(m suites.ModelParams) int { return m.Batch }, get: func(m *suites.ModelParams) *int { return &m.MaxSeqs }},
+	{key: suites.ParamPromptLen, floor: floorOf(1), get: func(m *suites.ModelParams) *int { return &m.PromptLen }},
+	{key: suites.ParamGenLen, floor: floorOf(1), get: func(m *suites.ModelParams) *int { return &m.GenLen }},
+	{key: suites.ParamDepth, floor: floorOf(0), get: func(m *suites.ModelParams) *int { return &m.Depth }},
+	{key: suites.ParamPrefillBudget, floor: func(m suites.ModelParams) int { return max(m.MaxSeqs, 1) },
+		get: func(m *suites.ModelParams) *int { return &m.PrefillBudget }, unset: "none"},
+	{key: suites.ParamKVBlocks, floor: floorOf(1), get: func(m *suites.ModelParams) *int { return &m.KVBlocks }},
 }
 
-// fitHint says which of a case's lengths, each lowered alone, would bring
+// FitHintKeys are the suite keys a memory refusal's hint may name, in its
+// order: a caller that says them otherwise (bench's flags) knows them all.
+func FitHintKeys() []string {
+	var keys []string
+	for _, k := range fitKnobs {
+		keys = append(keys, k.key)
+	}
+	return append(keys, suites.ParamKVDType)
+}
+
+// kvChoice is the KV cache dtype a case runs and the smaller ones its
+// backend keeps, largest first, for the hint's kv_dtype.
+type kvChoice struct {
+	From    string   // the case's kv_dtype as it runs: "f32", "auto: f32"
+	Smaller []string // e.g. f16, bf16: the hint names the first that fits
+}
+
+// fitHint says which of a case's numbers, each lowered alone, would bring
 // it under the memory available, and to what (the largest value that fits,
 // found by bisection; fits is the memory check of a case with those
-// lengths): "batch 85 or less (from 65536) or prompt_len 120 or less (from
-// 1000)". It is "" where none alone would: the weights or a cache of
+// parameters): "batch 85 or less (from 65536) or prompt_len 120 or less
+// (from 1000)", and a smaller kv_dtype of kv that fits ("kv_dtype f16
+// (from f32)"). It is "" where none alone would: the weights or a cache of
 // kv_blocks are past memory whatever the lengths.
-func fitHint(c suites.Case, mp suites.ModelParams, fits func(suites.ModelParams) bool) string {
+func fitHint(c suites.Case, mp suites.ModelParams, kv kvChoice, fits func(suites.ModelParams) bool) string {
 	var alone []string
 	for _, k := range fitKnobs {
-		cur := *k.get(&mp)
-		if cur <= k.min || k.key == suites.ParamKVBlocks && cur == 0 {
+		cur, floor := *k.get(&mp), k.floor(mp)
+		hi := cur // the value that does not fit
+		if cur == 0 && k.unset != "" {
+			hi = suites.MaxTokens + 1
+		} else if cur <= floor || k.key == suites.ParamKVBlocks && cur == 0 {
 			continue
 		}
 		with := func(v int) suites.ModelParams {
@@ -55,10 +90,10 @@ func fitHint(c suites.Case, mp suites.ModelParams, fits func(suites.ModelParams)
 			}
 			return m
 		}
-		if !fits(with(k.min)) {
+		if !fits(with(floor)) {
 			continue
 		}
-		lo, hi := k.min, cur // fits(lo), not fits(hi)
+		lo := floor // fits(lo), not fits(hi)
 		for hi-lo > 1 {
 			if mid := lo + (hi-lo)/2; fits(with(mid)) {
 				lo = mid
@@ -66,7 +101,23 @@ func fitHint(c suites.Case, mp suites.ModelParams, fits func(suites.ModelParams)
 				hi = mid
 			}
 		}
-		alone = append(alone, fmt.Sprintf("%s %d or less (from %d)", k.key, lo, cur))
+		from := k.unset
+		if cur != 0 || from == "" {
+			from = fmt.Sprint(cur)
+		}
+		if floor > 1 {
+			alone = append(alone, fmt.Sprintf("%s %d to %d (from %s)", k.key, floor, lo, from))
+		} else {
+			alone = append(alone, fmt.Sprintf("%s %d or less (from %s)", k.key, lo, from))
+		}
+	}
+	for _, dt := range kv.Smaller {
+		m := mp
+		m.KVDType = dt
+		if fits(m) {
+			alone = append(alone, fmt.Sprintf("%s %s (from %s)", suites.ParamKVDType, dt, kv.From))
+			break
+		}
 	}
 	switch len(alone) {
 	case 0:

@@ -10,22 +10,31 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 )
 
-// A case refused for memory says which of its lengths, lowered alone, would
+// A case refused for memory says which of its numbers, lowered alone, would
 // fit, and to what: the refusal named only the model, as if a smaller one
-// were the only way. Each length named fits at its figure and is refused
-// one above it, by the same check.
+// were the only way, and then only the lengths, never max_seqs, the prefill
+// budget or a smaller kv_dtype, which size the cache and the step as much.
+// Each number named fits at its figure and is refused one above it, by the
+// same check; a kv_dtype named fits.
 func TestFitHintNamesLengths(t *testing.T) {
-	hintRE := regexp.MustCompile(`([a-z_]+) (\d+) or less \(from (\d+)\)`)
+	hintRE := regexp.MustCompile(`([a-z_]+) (?:(\d+) to (\d+)|(\d+) or less|([a-z0-9]+)) \(from ([a-z0-9: ]+)\)`)
 	for _, tc := range []struct {
 		name, params string
 		limit        int64
-		want         []string // the lengths the hint names, in order
+		want         []string // the numbers the hint names, in order
 	}{
 		// weights 41 MiB, KV cache 33 MiB, the prefill ~700 MiB
-		{"batch or prompt", "batch: 64, prompt_len: 512, gen_len: 1", 256 << 20, []string{"batch", "prompt_len"}},
-		{"gen alone", "batch: 16, prompt_len: 64, gen_len: 4000", 160 << 20, []string{"gen_len"}},
-		{"depth", "batch: 32, prompt_len: 16, gen_len: 1, depth: 4000", 160 << 20, []string{"batch", "depth"}},
+		{"batch, prompt or budget", "batch: 64, prompt_len: 512, gen_len: 1", 256 << 20, []string{"batch", "prompt_len", "prefill_budget"}},
+		{"gen alone", "batch: 16, prompt_len: 64, gen_len: 4000", 160 << 20, []string{"gen_len", "prefill_budget"}},
+		{"depth", "batch: 32, prompt_len: 16, gen_len: 1, depth: 4000", 160 << 20, []string{"batch", "depth", "kv_dtype"}},
 		{"kv_blocks", "batch: 1, prompt_len: 8, gen_len: 4, kv_blocks: 16777216, block_size: 32", 8 << 30, []string{"kv_blocks"}},
+		// a cache of 256 MiB in f32, 128 MiB in f16
+		{"kv_dtype", "batch: 1, prompt_len: 8, gen_len: 4, kv_blocks: 16384", 256 << 20, []string{"kv_blocks", "kv_dtype"}},
+		{"kv_dtype asked", "batch: 1, prompt_len: 8, gen_len: 4, kv_blocks: 16384, kv_dtype: f32", 256 << 20, []string{"kv_blocks", "kv_dtype"}},
+		{"half already", "batch: 1, prompt_len: 8, gen_len: 4, kv_blocks: 32768, kv_dtype: bf16", 256 << 20, []string{"kv_blocks"}},
+		// 256 sequences at once: their cache (132 MiB) and their prompts' step
+		{"max_seqs", "batch: 4, requests: 256, max_seqs: 256, prompt_len: 512, gen_len: 1", 256 << 20, []string{"max_seqs", "prompt_len", "prefill_budget"}},
+		{"budget set", "batch: 64, prompt_len: 512, gen_len: 1, prefill_budget: 16384", 256 << 20, []string{"batch", "prompt_len", "prefill_budget"}},
 		{"weights past the limit", "batch: 1, prompt_len: 8, gen_len: 4", 30 << 20, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,27 +50,47 @@ func TestFitHintNamesLengths(t *testing.T) {
 				_, err := modelCase(context.Background(), s, s.Cases[0], be, models, tc.limit, newSuiteChecks())
 				return err
 			}
+			refused := func(err error) bool { return err != nil && strings.Contains(err.Error(), "needs") }
 			err := suite(tc.params)
-			if err == nil || !strings.Contains(err.Error(), "needs") {
+			if !refused(err) {
 				t.Fatalf("err = %v, want a memory refusal", err)
 			}
 			_, hint, _ := strings.Cut(err.Error(), "(hint: ")
 			var got []string
 			for _, m := range hintRE.FindAllStringSubmatch(hint, -1) {
-				key, n := m[1], m[2]
+				key, from := m[1], m[6]
 				got = append(got, key)
+				set := regexp.MustCompile(`\b` + key + `: [a-z0-9]+`)
 				at := func(v string) string {
-					return regexp.MustCompile(`\b`+key+`: \d+`).ReplaceAllString(tc.params, key+": "+v)
+					if !set.MatchString(tc.params) {
+						return tc.params + ", " + key + ": " + v
+					}
+					return set.ReplaceAllString(tc.params, key+": "+v)
 				}
-				if !strings.Contains(tc.params, key+": "+m[3]) {
-					t.Errorf("%s: from %s, but the case has %s", key, m[3], tc.params)
+				switch {
+				case from == "none" && !set.MatchString(tc.params):
+				case from == "auto: f32" && !set.MatchString(tc.params):
+				case !strings.Contains(tc.params, key+": "+from):
+					t.Errorf("%s: from %s, but the case has %s", key, from, tc.params)
 				}
+				if v := m[5]; v != "" { // a dtype
+					if err := suite(at(v)); err != nil {
+						t.Errorf("%s %s, which the hint says fits: %v", key, v, err)
+					}
+					continue
+				}
+				n := m[3] + m[4]
 				if err := suite(at(n)); err != nil {
 					t.Errorf("%s %s, which the hint says fits: %v", key, n, err)
 				}
 				v, _ := strconv.Atoi(n)
-				if err := suite(at(strconv.Itoa(v + 1))); err == nil || !strings.Contains(err.Error(), "needs") {
+				if err := suite(at(strconv.Itoa(v + 1))); !refused(err) {
 					t.Errorf("%s %d, one past the hint's: %v, want a memory refusal", key, v+1, err)
+				}
+				if m[2] != "" { // the least the suites take with the rest of the case
+					if f, _ := strconv.Atoi(m[2]); f < 2 || !strings.Contains(tc.params, ": "+m[2]) {
+						t.Errorf("%s from %s, which is none of the case's numbers: %s", key, m[2], tc.params)
+					}
 				}
 			}
 			if strings.Join(got, ",") != strings.Join(tc.want, ",") {

@@ -1312,11 +1312,12 @@ func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedMode
 		if isFit {
 			// The lengths that alone would fit, checked as this case is,
 			// at the longest lengths its range allows (no draws: a bound).
-			hint := fitHint(c, mp, func(m suites.ModelParams) bool {
+			hint := fitHint(c, mp, smallerKV(be, mp.KVDType, kvdt), func(m suites.ModelParams) bool {
 				w := caseWorkload(s, m)
 				kv := caseKVTokens(w, m)
 				p, g := w.maxLens()
-				return engine.CheckFit(run, lm.src.DType(), kvdt, kv, stepOf(m, kv, p, g), avail, where) == nil
+				kvdt, err := engine.KVDType(be, lm.src.DType(), m.KVDType)
+				return err == nil && engine.CheckFit(run, lm.src.DType(), kvdt, kv, stepOf(m, kv, p, g), avail, where) == nil
 			})
 			if hint != "" {
 				msg += " (hint: " + hint + ")"
@@ -1334,6 +1335,27 @@ func caseKVTokens(w Workload, mp suites.ModelParams) int {
 		return mp.KVBlocks * mp.BlockSize
 	}
 	return w.KVTokens(mp.BlockSize, mp.MaxSeqs)
+}
+
+// smallerKV is the kv_dtype a case asked (asked: "auto" or a dtype) as it
+// runs on be (dt), and the dtypes be keeps in fewer bytes, largest first:
+// the memory hint's choices (fitHint).
+func smallerKV(be bridge.Backend, asked string, dt bridge.DType) kvChoice {
+	ch := kvChoice{From: dt.String()}
+	if asked == "auto" {
+		ch.From = "auto: " + ch.From
+	}
+	have := []bridge.DType{be.ActDType()}
+	if k, ok := be.(bridge.KVCacheDTypes); ok {
+		have = append(have, k.KVDTypes()...)
+	}
+	slices.SortStableFunc(have, func(a, b bridge.DType) int { return b.Size() - a.Size() })
+	for _, d := range have {
+		if d.Size() < dt.Size() && !slices.Contains(ch.Smaller, d.String()) {
+			ch.Smaller = append(ch.Smaller, d.String())
+		}
+	}
+	return ch
 }
 
 // kvDType is the KV cache dtype case c runs on be with a model of dtype
