@@ -503,7 +503,7 @@ func abPreflight(ctx context.Context, side abSide, suite, backend string) error 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	bin := side.label + " binary " + side.bin
-	out, err := exec.CommandContext(ctx, side.bin, "run", "--lockstep", "--help").CombinedOutput()
+	out, err := combinedOutput(exec.CommandContext(ctx, side.bin, "run", "--lockstep", "--help"))
 	switch {
 	case err != nil && strings.Contains(string(out), "-lockstep"):
 		return fmt.Errorf("ab: the %s does not know `run --lockstep`: an mtlbench older than ab cannot be gated side by side (docs/perf-gate.md)", bin)
@@ -517,17 +517,27 @@ func abPreflight(ctx context.Context, side abSide, suite, backend string) error 
 		args = append(args, "--set", "backend="+backend)
 	}
 	args = append(args, side.extra...)
-	out, err = exec.CommandContext(ctx, side.bin, args...).CombinedOutput()
+	out, err = combinedOutput(exec.CommandContext(ctx, side.bin, args...))
 	if err != nil && len(args) > 3 && strings.Contains(string(out), "flag provided but not defined: -set") {
 		// An mtlbench from before `suites validate --set` (a baseline may
 		// be) checks the suite as written; its round checks the rest.
 		args = args[:3]
-		out, err = exec.CommandContext(ctx, side.bin, args...).CombinedOutput()
+		out, err = combinedOutput(exec.CommandContext(ctx, side.bin, args...))
 	}
 	if err != nil {
 		return fmt.Errorf("ab: the %s refuses the suite (%s): %w\n%s", bin, strings.Join(args, " "), err, lastBytes(out, 2000))
 	}
 	return nil
+}
+
+// combinedOutput is cmd.CombinedOutput run as internal/childproc runs a
+// child: stopped (ab interrupted, a check's time-out), what the binary
+// started stops too, and no descendant holding its output keeps ab waiting.
+func combinedOutput(cmd *exec.Cmd) ([]byte, error) {
+	var b lockedBuffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := childproc.Run(cmd)
+	return b.Bytes(), err
 }
 
 // abBackendOpens checks, before any round, that a side's binary opens the
@@ -658,6 +668,7 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 	type proc struct {
 		side  abSide
 		cmd   *exec.Cmd
+		wait  func() error // childproc.Start's
 		stdin io.WriteCloser
 		lines chan string // stdout lines; closed at EOF
 		out   *lockedBuffer
@@ -670,7 +681,7 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 				continue
 			}
 			p.stdin.Close()
-			werr := p.cmd.Wait()
+			werr := p.wait()
 			if lerr := os.WriteFile(logs[i], p.out.Bytes(), 0o644); lerr != nil && err == nil {
 				err = lerr
 			}
@@ -699,8 +710,8 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 			args = append(args, "--resume", fmt.Sprint(sd.resume))
 		}
 		cmd := exec.CommandContext(ctx, sd.bin, args...)
-		// Ctrl-C reaches the child too; give it time to store what it finished.
-		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		// Stopped, the run (and what it started) is interrupted, and given
+		// time to store what it finished (internal/childproc).
 		cmd.WaitDelay = 30 * time.Second
 		p := &proc{side: sd, cmd: cmd, out: &lockedBuffer{}, lines: make(chan string, 16)}
 		cmd.Stderr = p.out
@@ -711,7 +722,7 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 		if err != nil {
 			return steps, failed, err
 		}
-		if err := cmd.Start(); err != nil {
+		if p.wait, err = childproc.Start(cmd, os.Interrupt); err != nil {
 			return steps, failed, fmt.Errorf("%s binary %s: %w", sd.label, sd.bin, err)
 		}
 		ps[i] = p

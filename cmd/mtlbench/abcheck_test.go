@@ -84,3 +84,59 @@ func TestABBackendCheckNoticeAndCancel(t *testing.T) {
 		}
 	}
 }
+
+// Stopping ab (a signal, a check's time-out) stops what its binaries
+// started too: a round's run was sent an interrupt alone and a check's
+// binary killed alone, so their descendants (here a shell's background
+// sleep, which ignores the interrupt) ran on, and a check waited for the
+// output they held open.
+func TestABStopLeavesNoProcess(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(ctx context.Context, bin, dir string) error
+	}{
+		{"round", func(ctx context.Context, bin, dir string) error {
+			side := abSide{label: "baseline", bin: bin}
+			_, _, err := runLockstep(ctx, 0, [2]abSide{side, {label: "candidate", bin: bin, skip: true}}, "s.yaml", nil,
+				[2]string{filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")})
+			return err
+		}},
+		{"check", func(ctx context.Context, bin, dir string) error {
+			return abPreflight(ctx, abSide{label: "baseline", bin: bin}, "s.yaml", "")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			bin := filepath.Join(dir, "mtlbench")
+			script := "#!/bin/sh\ncd " + dir + "\necho $$ > bin.pid\n" +
+				"sleep 30 &\necho $! > child.tmp; mv child.tmp child.pid\necho '" + lockstepReady + "'\nwait\n"
+			if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- tc.run(ctx, bin, dir) }()
+			for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if _, err := os.Stat(filepath.Join(dir, "child.pid")); err == nil {
+					break
+				}
+				if time.Now().After(end) {
+					t.Fatal("the binary did not start its child")
+				}
+			}
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Error("ab did not return within 5 seconds of being stopped")
+				<-done
+			}
+			for _, f := range []string{"bin.pid", "child.pid"} {
+				if pid := proctest.PID(t, filepath.Join(dir, f)); !proctest.Gone(pid, time.Second) {
+					t.Errorf("%s: process %d runs on a second after ab returned", f, pid)
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		})
+	}
+}
