@@ -285,7 +285,11 @@ func TestTuneKernelAndShapeFlags(t *testing.T) {
 		{[]string{"../../suites/ci.yaml", "--kernel", "moee"}, `--kernel "moee": kernel "moee" has no tunables on the cpu backend (tunable: matmul, moe; did you mean "moe"?)`},
 		{[]string{"--kernel", "matmul", "--shape", "m=0,n=64,k=64"}, `--shape "m=0,n=64,k=64": m=0 is not a positive integer`},
 		{[]string{"--kernel", "matmul", "--shape", "m=-1,n=64,k=64"}, `--shape "m=-1,n=64,k=64": m=-1 is not a positive integer`},
-		{[]string{"--kernel", "matmul", "--shape", "m=1,,n=64"}, `--shape "m=1,,n=64": an empty item between separators`},
+		// An empty item is said as every list of the command line says it
+		// (internal/listarg), where --shape said it in words of its own.
+		{[]string{"--kernel", "matmul", "--shape", "m=1,,n=64"}, `--shape "m=1,,n=64": item 2 of 3 is empty (a comma or semicolon too many, or a variable left unset?)`},
+		{[]string{"--kernel", "matmul", "--shape", "m=1;n=64;"}, `--shape "m=1;n=64;": item 3 of 3 is empty (a comma or semicolon too many, or a variable left unset?)`},
+		{[]string{"--kernel", "matmul", "--shape", " "}, `--shape " ": item 1 of 1 is empty (a comma or semicolon too many, or a variable left unset?)`},
 		{[]string{"--kernel", "matmul", "--shape", "m=1,m=2"}, `--shape "m=1,m=2": m is given twice`},
 		{[]string{"--kernel", "matmul", "--shape", "m"}, `--shape "m": want name=value pairs, got "m"`},
 	} {

@@ -241,9 +241,9 @@ func tuneRun(c *cli.Context) error {
 			fmt.Fprintf(c.App.ErrWriter, "tune: %s\n", n)
 		}
 	} else {
-		shape, err := tuner.ParseShape(c.String("shape"))
+		shape, err := tuner.ParseShape("--shape", c.String("shape"))
 		if err != nil {
-			return fmt.Errorf("--shape %q: %w", c.String("shape"), err)
+			return err
 		}
 		for _, k := range kernels {
 			label := "--shape " + c.String("shape")

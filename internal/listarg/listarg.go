@@ -15,10 +15,22 @@ type EmptyItemError struct {
 	List  string // the list as given
 	Item  int    // the empty item's place, from 1
 	Items int    // how many items the list has
+	Seps  string // the separators of the list ("" for a comma alone)
 }
 
+// sepNames are the separators' names, for the error's guess.
+var sepNames = map[rune]string{',': "comma", ';': "semicolon"}
+
 func (e *EmptyItemError) Error() string {
-	msg := fmt.Sprintf("%q: item %d of %d is empty (a comma too many, or a variable left unset?)", e.List, e.Item, e.Items)
+	seps := e.Seps
+	if seps == "" {
+		seps = ","
+	}
+	var names []string
+	for _, r := range seps {
+		names = append(names, sepNames[r])
+	}
+	msg := fmt.Sprintf("%q: item %d of %d is empty (a %s too many, or a variable left unset?)", e.List, e.Item, e.Items, strings.Join(names, " or "))
 	if e.What == "" {
 		return msg
 	}
@@ -28,13 +40,29 @@ func (e *EmptyItemError) Error() string {
 // Split splits list at its commas, each item trimmed. An empty item is an
 // *EmptyItemError naming what the list is (what) and which item.
 func Split(what, list string) ([]string, error) {
-	items := strings.Split(list, ",")
+	return SplitAt(what, list, ",")
+}
+
+// SplitAt is Split at any of the separators seps, of sepNames (tune's
+// --shape takes ';' too).
+func SplitAt(what, list, seps string) ([]string, error) {
+	// Every separator read as the first, which then splits.
+	items := strings.Split(strings.Map(func(r rune) rune {
+		if strings.ContainsRune(seps, r) {
+			return rune(seps[0])
+		}
+		return r
+	}, list), seps[:1])
 	for i, p := range items {
 		items[i] = strings.TrimSpace(p)
 	}
 	for i, p := range items {
 		if p == "" {
-			return nil, &EmptyItemError{What: what, List: list, Item: i + 1, Items: len(items)}
+			e := &EmptyItemError{What: what, List: list, Item: i + 1, Items: len(items)}
+			if seps != "," {
+				e.Seps = seps
+			}
+			return nil, e
 		}
 	}
 	return items, nil

@@ -27,6 +27,27 @@ func TestSplit(t *testing.T) {
 	}
 }
 
+// A list of more separators than the comma (tune's --shape) splits at
+// each, and its empty item's guess names them.
+func TestSplitAt(t *testing.T) {
+	for _, c := range []struct {
+		list, seps string
+		want       []string
+		err        string
+	}{
+		{"a;b, c", ",;", []string{"a", "b", "c"}, ""},
+		{"a;b", ",", []string{"a;b"}, ""},
+		{"a;;b", ",;", nil, `--shape "a;;b": item 2 of 3 is empty (a comma or semicolon too many, or a variable left unset?)`},
+		{"a,", ",;", nil, `--shape "a,": item 2 of 2 is empty (a comma or semicolon too many, or a variable left unset?)`},
+		{"a,,b", ",", nil, `--shape "a,,b": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+	} {
+		got, err := SplitAt("--shape", c.list, c.seps)
+		if msg := fmt.Sprint(err); c.err == "" && err != nil || c.err != "" && msg != c.err || !slices.Equal(got, c.want) {
+			t.Errorf("SplitAt(%q, %q) = %q, %v; want %q, %q", c.list, c.seps, got, err, c.want, c.err)
+		}
+	}
+}
+
 // An error of a list read with no name takes the flag's; any other is
 // prefixed with it.
 func TestNamed(t *testing.T) {

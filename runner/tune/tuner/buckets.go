@@ -1,51 +1,56 @@
 package tuner
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/listarg"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
-// ParseShape reads "tokens=4,experts=32" (also with spaces or ';'). Its
-// errors say what is wrong, for the caller to name the flag and value.
-func ParseShape(s string) (tune.Shape, error) {
+// ParseShape reads "tokens=4,experts=32" (also with spaces or ';'), ""
+// as no shape. Its errors name what the shape is (what: "--shape") and the
+// shape as given, then what is wrong.
+func ParseShape(what, s string) (tune.Shape, error) {
 	out := tune.Shape{}
-	if strings.TrimSpace(s) == "" {
+	if s == "" {
 		return out, nil
 	}
 	// Items are separated by commas or semicolons (and spaces within one);
-	// an empty item is a value left out, not a separator.
+	// an empty item is a value left out, refused as every list of the
+	// command line refuses it (internal/listarg).
+	items, err := listarg.SplitAt(what, s, ",;")
+	if err != nil {
+		return nil, err
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%s %q: %s", what, s, fmt.Sprintf(format, a...))
+	}
 	var fields []string
-	for _, item := range strings.Split(strings.ReplaceAll(s, ";", ","), ",") {
-		f := strings.Fields(item)
-		if len(f) == 0 {
-			return nil, errors.New("an empty item between separators")
-		}
-		fields = append(fields, f...)
+	for _, item := range items {
+		fields = append(fields, strings.Fields(item)...)
 	}
 	for _, f := range fields {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok {
-			return nil, fmt.Errorf("want name=value pairs, got %q", f)
+			return nil, bad("want name=value pairs, got %q", f)
 		}
 		if strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("no name before = in %q", f)
+			return nil, bad("no name before = in %q", f)
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%s=%s is not a positive integer", k, v)
+			return nil, bad("%s=%s is not a positive integer", k, v)
 		}
 		name := ops.Param(strings.TrimSpace(k))
 		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("%s is given twice", name)
+			return nil, bad("%s is given twice", name)
 		}
 		out[name] = n
 	}

@@ -484,19 +484,34 @@ cases:
 }
 
 func TestParseShape(t *testing.T) {
-	s, err := ParseShape("tokens=4, experts=32")
+	s, err := ParseShape("--shape", "tokens=4, experts=32")
 	if err != nil || s["tokens"] != 4 || s["experts"] != 32 {
 		t.Errorf("%v %v", s, err)
 	}
 	for _, good := range []string{"tokens=4;experts=32", "tokens=4 experts=32", " tokens=4 ,experts=32 "} {
-		if s, err := ParseShape(good); err != nil || len(s) != 2 {
+		if s, err := ParseShape("--shape", good); err != nil || len(s) != 2 {
 			t.Errorf("%q: %v %v", good, s, err)
 		}
 	}
-	// An empty item is a value left out, and =8 a name.
-	for _, bad := range []string{"tokens", "tokens=x", "tokens=0", "m=1,m=2", "m=1,,n=8", "m=1,", ",m=1", "m=1;;n=8", "m=1, ,n=8", "=8"} {
-		if _, err := ParseShape(bad); err == nil {
-			t.Errorf("%q accepted", bad)
+	// An empty item is a value left out, said as every list of the
+	// command line says it (internal/listarg), and =8 a name; each error
+	// names the flag and the shape.
+	empty := "is empty (a comma or semicolon too many, or a variable left unset?)"
+	for _, bad := range []struct{ shape, want string }{
+		{"tokens", `--shape "tokens": want name=value pairs, got "tokens"`},
+		{"tokens=x", `--shape "tokens=x": tokens=x is not a positive integer`},
+		{"tokens=0", `--shape "tokens=0": tokens=0 is not a positive integer`},
+		{"m=1,m=2", `--shape "m=1,m=2": m is given twice`},
+		{"=8", `--shape "=8": no name before = in "=8"`},
+		{"m=1,,n=8", `--shape "m=1,,n=8": item 2 of 3 ` + empty},
+		{"m=1,", `--shape "m=1,": item 2 of 2 ` + empty},
+		{",m=1", `--shape ",m=1": item 1 of 2 ` + empty},
+		{"m=1;;n=8", `--shape "m=1;;n=8": item 2 of 3 ` + empty},
+		{"m=1, ,n=8", `--shape "m=1, ,n=8": item 2 of 3 ` + empty},
+		{" ", `--shape " ": item 1 of 1 ` + empty},
+	} {
+		if _, err := ParseShape("--shape", bad.shape); err == nil || err.Error() != bad.want {
+			t.Errorf("%q: %v\nwant %s", bad.shape, err, bad.want)
 		}
 	}
 }
