@@ -19,6 +19,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mtlbench/mtlbench/internal/listarg"
 	"github.com/mtlbench/mtlbench/internal/metrics"
 )
 
@@ -1286,7 +1287,14 @@ func (p *parser) expandRanges(name, what string, spec paramSpec, list *yaml.Node
 		}
 		vals, err := ParseIntList(it.Value, int(spec.min))
 		if err != nil {
-			p.errorf(it, "a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2", "%s: %v", what, err)
+			hint := "a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2"
+			// An empty item is no range written wrong; in a file (not a
+			// --set) it is no variable left unset either.
+			var empty *listarg.EmptyItemError
+			if errors.As(err, &empty) {
+				hint, empty.InFile = "", p.file != "--set"
+			}
+			p.errorf(it, hint, "%s: %v", what, err)
 			ok = false
 			continue
 		}

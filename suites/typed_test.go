@@ -497,3 +497,25 @@ func TestRangeRatioDrawsDecode(t *testing.T) {
 		}
 	}
 }
+
+// An empty item of a range is said as every list's is, but where it was
+// written: in a file by its line, with no word of a variable left unset
+// (none is, in a file), and, as no range written wrong, without the
+// range syntax's hint; on the command line (--set) as bench's flags say it.
+func TestEmptyRangeItemSaysWhere(t *testing.T) {
+	head := "name: r\nmodel: {preset: qwen3-moe-mini}\ncases:\n  - name: d\n    kind: model\n    matrix: "
+	for _, tc := range []struct{ matrix, set, want string }{
+		{`{batch: "1-4,,8"}`, "", `r.yaml:6:21: matrix batch: "1-4,,8": item 2 of 3 is empty (a comma too many?)`},
+		{`{batch: [16, "1-4,"]}`, "", `r.yaml:6:26: matrix batch: "1-4,": item 2 of 2 is empty (a comma too many?)`},
+		{"{batch: [1]}", "1,,2", `--set batch=1,,2: batch: "1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+		{"{batch: [1]}", "[1,,2]", `--set batch=[1,,2]: batch: "[1,,2]": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+	} {
+		s, err := Parse("r.yaml", []byte(head+tc.matrix+"\n"))
+		if err == nil && tc.set != "" {
+			err = s.Override(map[string]string{"batch": tc.set})
+		}
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("matrix %s, --set batch=%s: %v\nwant %s", tc.matrix, tc.set, err, tc.want)
+		}
+	}
+}

@@ -16,6 +16,10 @@ type EmptyItemError struct {
 	Item  int    // the empty item's place, from 1
 	Items int    // how many items the list has
 	Seps  string // the separators of the list ("" for a comma alone)
+	// InFile is set by a caller reading the list from a file (a suite's
+	// range), where no shell variable can have been left unset: the
+	// file's position names where it is.
+	InFile bool
 }
 
 // sepNames are the separators' names, for the error's guess.
@@ -30,7 +34,11 @@ func (e *EmptyItemError) Error() string {
 	for _, r := range seps {
 		names = append(names, sepNames[r])
 	}
-	msg := fmt.Sprintf("%q: item %d of %d is empty (a %s too many, or a variable left unset?)", e.List, e.Item, e.Items, strings.Join(names, " or "))
+	guess := "a " + strings.Join(names, " or ") + " too many"
+	if !e.InFile {
+		guess += ", or a variable left unset"
+	}
+	msg := fmt.Sprintf("%q: item %d of %d is empty (%s?)", e.List, e.Item, e.Items, guess)
 	if e.What == "" {
 		return msg
 	}

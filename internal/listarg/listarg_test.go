@@ -71,3 +71,19 @@ func TestNamed(t *testing.T) {
 		t.Errorf("Named changed the error it named: %q", got)
 	}
 }
+
+// A list read from a file guesses no variable left unset: none is there.
+func TestEmptyItemInFile(t *testing.T) {
+	for _, c := range []struct {
+		e    EmptyItemError
+		want string
+	}{
+		{EmptyItemError{List: "1,,2", Item: 2, Items: 3}, `"1,,2": item 2 of 3 is empty (a comma too many, or a variable left unset?)`},
+		{EmptyItemError{List: "1,,2", Item: 2, Items: 3, InFile: true}, `"1,,2": item 2 of 3 is empty (a comma too many?)`},
+		{EmptyItemError{What: "--shape", List: "a;", Item: 2, Items: 2, Seps: ",;", InFile: true}, `--shape "a;": item 2 of 2 is empty (a comma or semicolon too many?)`},
+	} {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.e, got, c.want)
+		}
+	}
+}
