@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/shquote"
 	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
@@ -80,11 +81,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			if len(cmd.Subcommands) > 0 && cmd.Action == nil {
 				cmd.Action = commandGroup(cli.ShowSubcommandHelp)
 			}
-			if len(cmd.Subcommands) == 0 && strings.TrimSpace(cmd.ArgsUsage) == "" && cmd.Action != nil {
-				cmd.Action = flagsOnly(cmd.Action)
-			}
+			req := takeRequired(cmd)
 			if cmd.Action != nil {
-				cmd.Action = requireFlags(cmd)
+				cmd.Action = requireFlags(cmd.Action, req)
+			}
+			// Arguments first: `gate 1 2` (compare's form) lacks the flags
+			// it meant them for, and is told so (flagsOnly).
+			if len(cmd.Subcommands) == 0 && strings.TrimSpace(cmd.ArgsUsage) == "" && cmd.Action != nil {
+				cmd.Action = flagsOnly(cmd.Action, req)
 			}
 			walk(cmd.Subcommands)
 		}
@@ -239,21 +243,38 @@ func helpWords(c *cli.Context) error {
 
 // flagsOnly refuses the arguments of a command whose help names none
 // (devices, env, selftest...), which it would otherwise ignore: a value
-// whose flag was mistyped or left out is not dropped without a word.
-func flagsOnly(action cli.ActionFunc) cli.ActionFunc {
+// whose flag was mistyped or left out is not dropped without a word. Given
+// as many as the required flags left out (`gate 1 2`, `bench MODEL`), it
+// says them as those flags, in their order.
+func flagsOnly(action cli.ActionFunc, req []*cli.StringFlag) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		if c.NArg() > 0 {
-			return usageError(c, fmt.Errorf("takes flags only, got the argument(s) %q", c.Args().Slice()), false)
+		if c.NArg() == 0 {
+			return action(c)
 		}
-		return action(c)
+		msg := fmt.Sprintf("takes flags only, got the argument(s) %q", c.Args().Slice())
+		var missing []string
+		for _, f := range req {
+			if !c.IsSet(f.Name) {
+				missing = append(missing, "--"+f.Name)
+			}
+		}
+		if len(missing) > 0 && len(missing) == c.NArg() {
+			for i, a := range c.Args().Slice() {
+				missing[i] += " " + shquote.Quote(a)
+			}
+			them := "it"
+			if len(missing) > 1 {
+				them = "them"
+			}
+			msg += ": give " + them + " as " + strings.Join(missing, " ")
+		}
+		return usageError(c, errors.New(msg), false)
 	}
 }
 
-// requireFlags checks cmd's required flags itself, in place of urfave/cli,
-// which prints the whole help and then `Required flag "model" not set`:
-// a missing flag is named with its aliases and what it takes, and the help
-// is pointed to.
-func requireFlags(cmd *cli.Command) cli.ActionFunc {
+// takeRequired clears the Required of cmd's required flags, which
+// requireFlags checks itself, and returns them.
+func takeRequired(cmd *cli.Command) []*cli.StringFlag {
 	var req []*cli.StringFlag
 	for _, f := range cmd.Flags {
 		if sf, ok := f.(*cli.StringFlag); ok && sf.Required {
@@ -261,7 +282,14 @@ func requireFlags(cmd *cli.Command) cli.ActionFunc {
 			req = append(req, sf)
 		}
 	}
-	action := cmd.Action
+	return req
+}
+
+// requireFlags checks a command's required flags (req: takeRequired)
+// itself, in place of urfave/cli, which prints the whole help and then
+// `Required flag "model" not set`: a missing flag is named with its aliases
+// and what it takes, and the help is pointed to.
+func requireFlags(action cli.ActionFunc, req []*cli.StringFlag) cli.ActionFunc {
 	if len(req) == 0 {
 		return action
 	}

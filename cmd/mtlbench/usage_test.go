@@ -34,7 +34,15 @@ func TestCommandLineWords(t *testing.T) {
 		{args: []string{"tune", "show", "x"}, want: `tune show: takes flags only`},
 		{args: []string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "hello"}, want: `generate: takes flags only, got the argument(s) ["hello"]`},
 		{args: []string{"bench", "-m", "qwen3-moe-mini", "suites/ci.yaml"}, want: `bench: takes flags only, got the argument(s) ["suites/ci.yaml"]`},
-		{args: []string{"gate", "--baseline", "a", "--candidate", "b", "c"}, want: `gate: takes flags only, got the argument(s) ["c"]`},
+		{args: []string{"gate", "--baseline", "a", "--candidate", "b", "c"}, want: `gate: takes flags only, got the argument(s) ["c"] (see`},
+		// Arguments where required flags were left out (compare's form for
+		// gate) are said as those flags: gate said only that --baseline
+		// and --candidate are required, as if the arguments were not there.
+		{args: []string{"gate", "main", "HEAD"}, want: "gate: takes flags only, got the argument(s) [\"main\" \"HEAD\"]: give them as --baseline main --candidate HEAD (see `mtlbench gate --help`)"},
+		{args: []string{"gate", "--baseline", "main", "HEAD"}, want: `gate: takes flags only, got the argument(s) ["HEAD"]: give it as --candidate HEAD (see`},
+		{args: []string{"gate", "main"}, want: `gate: takes flags only, got the argument(s) ["main"] (see`},
+		{args: []string{"bench", "qwen3-moe-mini"}, want: `bench: takes flags only, got the argument(s) ["qwen3-moe-mini"]: give it as --model qwen3-moe-mini (see`},
+		{args: []string{"generate", "my model", "--tokens", "1"}, want: `generate: takes flags only, got the argument(s) ["my model"]: give it as --model 'my model' (see`},
 		{args: []string{"suites", "list", "a", "b"}, want: "suites list takes one folder, got 2 arguments"},
 		{args: []string{"help", "run"}, out: "mtlbench run - run a benchmark suite"},
 		{args: []string{"help", "frobnicate"}, want: "unknown command \"frobnicate\" (want one of generate, models, run,"},
