@@ -292,6 +292,12 @@ func (s *Suite) Override(set map[string]string) error {
 		if msg := tagError(n); msg != "" {
 			return fmt.Errorf("%s: %s", where, msg)
 		}
+		// An empty value is most often a variable left unset: said so in
+		// one wording, where each check said it its own way ("must be an
+		// integer, got string \"\"", "must not be empty", "unknown backend").
+		if _, known := params[name]; strings.TrimSpace(value) == "" && (known || slices.Contains(settingKeys, name)) {
+			return fmt.Errorf("%s: an empty value (give one, or leave the --set out; a variable left unset?)", where)
+		}
 		if slices.Contains(settingKeys, name) {
 			before := len(p.errs.list)
 			p.setting(name, n)

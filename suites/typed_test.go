@@ -153,6 +153,13 @@ func TestOverride(t *testing.T) {
 		{"batch", "[16, 0x10]", "--set batch=[16, 0x10]: duplicate value 16 in the list"},
 		{"width", "[128,128]", "--set width=[128,128]: duplicate value 128 in the list"},
 		{"batch", "{a: 1}", "batch takes a value or a list of values, not a map"},
+		// An empty value, whatever it sets, is said as one (a variable
+		// left unset?), where each check said it its own way.
+		{"batch", "", "--set batch=: an empty value (give one, or leave the --set out; a variable left unset?)"},
+		{"kv_dtype", "", "--set kv_dtype=: an empty value (give one, or leave the --set out; a variable left unset?)"},
+		{"backend", " ", "--set backend= : an empty value (give one, or leave the --set out; a variable left unset?)"},
+		{"repetitions", "", "--set repetitions=: an empty value (give one, or leave the --set out; a variable left unset?)"},
+		{"bach", "", `unknown parameter or setting "bach" (did you mean "batch"?)`},
 		{"sampling", "temperature:NaN", `bad sampling "temperature:NaN": temperature: must be a number >= 0 (0 is greedy) (want greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]")`},
 	} {
 		if err := CheckOverride(tt.name, tt.value); err == nil || !strings.HasSuffix(err.Error(), tt.want) {
