@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/results"
@@ -125,6 +127,10 @@ func notAFolder(what, path, why string) error {
 	return nil
 }
 
+// fileNamed are the extensions of the files mtlbench writes, which a
+// folder it makes is not named with (makeFolder).
+var fileNamed = map[string]bool{".html": true, ".htm": true, ".csv": true, ".json": true, ".jsonl": true, ".md": true, ".db": true, ".png": true, ".svg": true}
+
 // makeFolder makes dir, the folder an output (what names it: a flag)
 // writes into, before any work: a file there or above it is refused as
 // notAFolder says (why: what the output is), and a folder that cannot be
@@ -132,6 +138,12 @@ func notAFolder(what, path, why string) error {
 func makeFolder(what, dir, why string) error {
 	if err := notAFolder(what, dir, why); err != nil {
 		return err
+	}
+	// A folder to be made under a file's name (report -o report.html)
+	// meant the file: it would hold report.html/index.html.
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && fileNamed[strings.ToLower(filepath.Ext(dir))] {
+		return fmt.Errorf("%s %s: named as a file, but %s; name the folder (%s %s), or make it first to use this name",
+			what, dir, why, what, strings.TrimSuffix(dir, filepath.Ext(dir)))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {

@@ -125,6 +125,11 @@ func TestOutputPathOfTheWrongKind(t *testing.T) {
 		{[]string{"compare", "base", "cand", "--db", db, "--out", filepath.Join(file, "a", "b")}, "",
 			"--out " + filepath.Join(file, "a", "b") + ": " + file + " is a file, not a folder"},
 		{[]string{"report", "base", "--db", db, "--out", filepath.Join(file, "a")}, "", "--out " + filepath.Join(file, "a") + ": " + file + " is a file, not a folder"},
+		// A folder to be made under a file's name made report.html/index.html.
+		{[]string{"report", "base", "--db", db, "--out", filepath.Join(missing, "report.html")}, "", "--out " + filepath.Join(missing, "report.html") +
+			": named as a file, but the report is a folder of files (index.html and its charts); name the folder (--out " + filepath.Join(missing, "report") + "), or make it first to use this name"},
+		{[]string{"compare", "base", "cand", "--db", db, "--out", filepath.Join(missing, "c.HTML")}, "", "--out " + filepath.Join(missing, "c.HTML") + ": named as a file, but compare writes a folder"},
+		{[]string{"ab", "kernels", "--baseline-bin", "/bin/true", "--candidate-bin", "/bin/true", "--keep", filepath.Join(missing, "rounds.db")}, "", "--keep " + filepath.Join(missing, "rounds.db") + ": named as a file, but ab keeps its rounds' databases in a folder"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--db", filepath.Join(dir, "r.db"), "--steps", dir}, "",
 			"--steps " + dir + ": a folder, not a file"},
 		{[]string{"gate", "--baseline", "base", "--candidate", "cand", "--db", db, "--summary", dir}, "", "--summary " + dir + ": a folder, not a file"},
@@ -161,7 +166,7 @@ func TestOutputPathOfTheWrongKind(t *testing.T) {
 		})
 	}
 	if _, err := os.Stat(missing); err == nil {
-		t.Errorf("history import --out, tune export or tune --out made the missing folder %s", missing)
+		t.Errorf("history import --out, tune export, tune --out, or a folder named as a file made the missing folder %s", missing)
 	}
 }
 
