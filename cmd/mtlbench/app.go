@@ -74,6 +74,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 	app.OnUsageError = usageError
 	app.Action = commandGroup(cli.ShowAppHelp)
+	required := map[cli.Flag]bool{}
+	app.Metadata = map[string]any{requiredKey: required}
 	var walk func([]*cli.Command)
 	walk = func(cmds []*cli.Command) {
 		for _, cmd := range cmds {
@@ -82,6 +84,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				cmd.Action = commandGroup(cli.ShowSubcommandHelp)
 			}
 			req := takeRequired(cmd)
+			for _, f := range req {
+				required[f] = true
+			}
 			if cmd.Action != nil {
 				cmd.Action = requireFlags(cmd.Action, req)
 			}

@@ -297,6 +297,11 @@ func checkFlagArgs(app *cli.App, args []string) error {
 		}
 		long := "--" + t.flag.Names()[0]
 		given := strings.Join(t.args, " ")
+		// A required flag has no default to leave it out for.
+		required, _ := app.Metadata[requiredKey].(map[cli.Flag]bool)
+		if t.hasValue && t.value == "" && required[t.flag] {
+			return usage("%s \"\": an empty value (%s is required: %s)", long, long, flagUsage(t.flag))
+		}
 		if t.hasValue && t.value == "" && slices.Contains(nameFlags, t.flag.Names()[0]) {
 			return usage("%s \"\": an empty value (name one, or leave %s out for the default)", long, long)
 		}
@@ -315,4 +320,12 @@ func checkFlagArgs(app *cli.App, args []string) error {
 		seen[long] = given
 	}
 	return nil
+}
+
+// flagUsage is what f takes, as its help says.
+func flagUsage(f cli.Flag) string {
+	if d, ok := f.(cli.DocGenerationFlag); ok {
+		return d.GetUsage()
+	}
+	return "see the help"
 }

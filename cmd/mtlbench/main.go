@@ -72,7 +72,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	out := &outWriter{w: stdout}
 	app := newApp(out, stderr)
 	app.Reader = stdin
-	app.Metadata = map[string]any{argsKey: args}
+	app.Metadata[argsKey] = args
 	args = joinLists(app, args)
 	if err := checkFlagArgs(app, args); err != nil {
 		return err
@@ -125,6 +125,11 @@ func nameStore(db *results.DB, err error) error {
 	}
 	return fmt.Errorf("%s: %w", msg, err)
 }
+
+// requiredKey holds, in the app's Metadata, the flags a command requires
+// (takeRequired), whose Required urfave/cli no longer sees: an empty value
+// of one is not told to leave it out for a default (checkFlagArgs).
+const requiredKey = "required"
 
 // argsKey holds the command line as given in the app's Metadata, for
 // commands that print a command to run again (bench's resume).

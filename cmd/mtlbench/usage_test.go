@@ -294,13 +294,18 @@ func TestEmptyNameFlag(t *testing.T) {
 	}{
 		{[]string{"run", "ci", "--backend", "", "--db", db}, `run: --backend "": an empty value (name one, or leave --backend out for the default)`, true},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--dtype", ""}, `bench: --dtype "": an empty value`, true},
-		{[]string{"bench", "-m", ""}, `bench: --model "": an empty value`, true},
+		// A required flag has no default to leave it out for: it was told
+		// "leave --model out for the default", which refuses it anew.
+		{[]string{"bench", "-m", ""}, `bench: --model "": an empty value (--model is required: model preset (mtlbench models), checkpoint folder (HF or mlx-lm) or .gguf file) (see`, true},
+		{[]string{"gate", "--baseline", "", "--candidate", "b"}, `gate: --baseline "": an empty value (--baseline is required: baseline runs: run id, tag`, true},
+		{[]string{"history", "import", "kb.md", "--model", ""}, `history import: --model "": an empty value (--model is required: model of the figures`, true},
 		{[]string{"bench", "--model=", "-p", "4"}, `bench: --model "": an empty value`, true},
 		{[]string{"tune", "--kernel", "", "--dry-run"}, `tune: --kernel "": an empty value`, true},
 		{[]string{"runs", "--suite", "", "--db", db}, `runs: --suite "": an empty value`, true},
 		{[]string{"runs", "--format", "", "--db", db}, `runs: --format "": an empty value`, true},
 		{[]string{"generate", "-m", "qwen3-moe-mini", "--against", ""}, `generate: --against "": an empty value`, true},
-		{[]string{"ab", "ci", "--baseline-bin", ""}, `ab: --baseline-bin "": an empty path`, true},
+		{[]string{"ab", "ci", "--baseline-bin", ""}, `ab: --baseline-bin "": an empty value (--baseline-bin is required: the baseline mtlbench binary (built from the base commit)) (see`, true},
+		{[]string{"ab", "ci", "--baseline-bin", "x", "--candidate-bin", ""}, `ab: --candidate-bin "": an empty path (leave --candidate-bin out for the default)`, true},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "", "--dry-run"}, `tune: --shape "": an empty value`, true},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--slo", "", "--print-suite"}, `bench: --slo "": an empty value`, true},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--requests", "8", "--request-rate", "", "--print-suite"}, `bench: --request-rate "": an empty value`, true},
