@@ -178,6 +178,13 @@ func invalidValue(c *cli.Context, name, quoted, why string) string {
 				want = "a whole number of 0 or more"
 			case *cli.Float64Flag:
 				want = "a number"
+				// The float flags take fractions (--min-gain 0.01 is 1%),
+				// where --threshold takes a percentage: say the one for it.
+				if v, err := strconv.Unquote(quoted); err == nil && strings.HasSuffix(v, "%") {
+					if pct, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64); err == nil {
+						want = fmt.Sprintf("a number, a fraction: %g for %s", pct/100, v)
+					}
+				}
 			case *cli.DurationFlag:
 				want = "a duration such as 500ms, 2s or 1m30s"
 			case *cli.BoolFlag:

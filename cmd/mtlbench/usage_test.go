@@ -499,7 +499,10 @@ func TestFlagValueOfWrongType(t *testing.T) {
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "two"}, `bench: -r "two": want a whole number`},
 		{[]string{"generate", "-m", "qwen3-moe-mini", "--tokens", "1", "--seed", "-1"}, `generate: --seed "-1": want a whole number of 0 or more`},
 		{[]string{"tune", "--kernel", "matmul", "--seed", "-3", "--dry-run"}, `tune: --seed "-3": want a whole number of 0 or more`},
-		{[]string{"compare", "a", "b", "--alpha", "1%", "--db", db}, `compare: --alpha "1%": want a number`},
+		// A percentage where a fraction is taken is said as the fraction.
+		{[]string{"compare", "a", "b", "--alpha", "1%", "--db", db}, "compare: --alpha \"1%\": want a number, a fraction: 0.01 for 1% (see"},
+		{[]string{"tune", "--kernel", "matmul", "--min-gain", "5%", "--dry-run"}, `tune: --min-gain "5%": want a number, a fraction: 0.05 for 5%`},
+		{[]string{"compare", "a", "b", "--alpha", "x%", "--db", db}, "compare: --alpha \"x%\": want a number (see"},
 		{[]string{"tune", "--kernel", "matmul", "--sample-time", "abc", "--dry-run"}, `tune: --sample-time "abc": want a duration such as 500ms, 2s or 1m30s`},
 		{[]string{"selftest", "--timed=maybe"}, `selftest: --timed "maybe": want true or false`},
 	} {
