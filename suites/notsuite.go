@@ -116,6 +116,10 @@ func NotAModel(path string) error {
 		what, hint = "a file of a checkpoint folder", weightsHint(path)
 	case k == readfile.Unknown && IsSuite(path):
 		what, hint = "a suite", fmt.Sprintf("run it with `mtlbench run %s`", q)
+	case isEmptyFile(path):
+		// Said as empty, not as missing GGUF's magic: a download or copy
+		// that failed leaves one.
+		what, hint = "an empty file", "give a checkpoint folder (config.json and safetensors) or a GGUF file; an empty one is often a download or copy that failed"
 	default:
 		return readfile.NotA(fmt.Sprintf("model %q is a file but not a GGUF file (it does not open with GGUF's magic): give a checkpoint folder (config.json and safetensors) or a GGUF file", path))
 	}
@@ -217,4 +221,10 @@ func linkTrouble(path string) error {
 		return readfile.NotA(fmt.Sprintf("%s: a link to %s, in a loop of links that reaches no file", path, target))
 	}
 	return nil
+}
+
+// isEmptyFile reports whether path is a regular file of no bytes.
+func isEmptyFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Size() == 0
 }

@@ -262,7 +262,7 @@ func TestGGUFHeadCountZero(t *testing.T) {
 // A file of another kind given for a model (the results database, a suite,
 // a checkpoint's weights or config.json) is named for what it is and for
 // the command that takes it, an input error; a file of no known kind is
-// only not a GGUF file.
+// only not a GGUF file, and an empty one empty.
 func TestModelPathOfAnotherKind(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, data []byte) string { return kindtest.Write(t, dir, name, data) }
@@ -270,6 +270,7 @@ func TestModelPathOfAnotherKind(t *testing.T) {
 	suite := write("mine.yaml", []byte("name: s\nmodel: {preset: p}\ncases:\n  - name: c\n"))
 	unnamed := write("mine", []byte("name: s\nmodel: {preset: p}\ncases:\n  - name: c\n"))
 	notes := write("notes.txt", []byte("GGU"))
+	empty := write("model.bin", nil)
 	ckpt, _ := filepath.Abs(filepath.Join("..", "testdata", "hf", "qwen3"))
 	for _, tc := range []struct {
 		name, path, want string
@@ -280,6 +281,8 @@ func TestModelPathOfAnotherKind(t *testing.T) {
 		{"safetensors", filepath.Join(ckpt, "model.safetensors"), `is a safetensors weights file, not a checkpoint (a checkpoint is the folder that holds it and its config.json: benchmark it with ` + "`mtlbench bench -m " + ckpt + "`"},
 		{"config.json", filepath.Join(ckpt, "config.json"), `is a file of a checkpoint folder, not a checkpoint (a checkpoint is the folder that holds it and its config.json: benchmark it with ` + "`mtlbench bench -m " + ckpt + "`"},
 		{"another file", notes, `model "` + notes + `" is a file but not a GGUF file (it does not open with GGUF's magic)`},
+		// An empty file was said to lack GGUF's magic: it lacks everything.
+		{"empty file", empty, `model "` + empty + `" is an empty file, not a checkpoint (give a checkpoint folder (config.json and safetensors) or a GGUF file; an empty one is often a download or copy that failed)`},
 	} {
 		_, _, err := Open(Spec{Model: tc.path})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
