@@ -182,7 +182,10 @@ func abCommand() *cli.Command {
 				return err
 			}
 			// Each side's run refuses --threads on a backend that does not
-			// read it; said before the first round.
+			// read it, and a count out of range; said before the first round.
+			if err := checkThreads(c.Int("threads")); err != nil {
+				return err
+			}
 			for _, s := range []*suites.Suite{suite, probe} {
 				name := s.Backend
 				if b := c.String("backend"); b != "" {

@@ -489,6 +489,10 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", broken, "--tokens", "1"}, `unknown architecture "GPTNeoXForCausalLM"`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--dtype", "int4"}, "--dtype"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--threads", "-1"}, "--threads -1: want 1 to 1024 (0: every core)"},
+		// ab ran its rounds on every core for --threads -1 without a word,
+		// and gave --threads 5000 to runs that refuse it.
+		{[]string{"ab", "kernels", "--baseline-bin", "/bin/true", "--backend", "cpu", "--threads", "-1"}, "--threads -1: want 1 to 1024 (0: every core)"},
+		{[]string{"ab", "kernels", "--baseline-bin", "/bin/true", "--backend", "cpu", "--threads", "5000"}, "--threads 5000: want 1 to 1024 (0: every core)"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--layers", "-1"}, "--layers: qwen3-moe-mini: -1 layers: want a positive count"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--layers", "99", "--backend", "cpu"}, "--layers: qwen3-moe-mini: layers=99 out of range 1..6"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "100000000"}, "--block-size 100000000: the KV cache takes blocks of 8, 16 or 32 tokens"},
