@@ -510,6 +510,17 @@ func (p *parser) str(n *yaml.Node, what string) (string, bool) {
 	return n.Value, true
 }
 
+// named refuses an empty name v of what at n (preset: ""), which was
+// said as a model named "" that is neither a preset nor a path; hint says
+// what to write.
+func (p *parser) named(n *yaml.Node, v, what, hint string) bool {
+	if strings.TrimSpace(v) == "" {
+		p.errorf(resolve(n), hint, "%s is empty", what)
+		return false
+	}
+	return true
+}
+
 func (p *parser) enum(n *yaml.Node, what string, allowed []string) (string, bool) {
 	s, ok := p.str(n, what)
 	if !ok {
@@ -933,11 +944,11 @@ func (p *parser) model(e *entry) *Model {
 		}
 		switch e.key {
 		case "preset":
-			if v, ok := p.str(e.v, "model preset"); ok {
+			if v, ok := p.str(e.v, "model preset"); ok && p.named(e.v, v, "model preset", "mtlbench models lists the presets") {
 				m.Preset, presetN = v, resolve(e.v)
 			}
 		case "path":
-			if v, ok := p.str(e.v, "model path"); ok {
+			if v, ok := p.str(e.v, "model path"); ok && p.named(e.v, v, "model path", "a checkpoint folder or a .gguf file") {
 				m.Path, pathN = v, resolve(e.v)
 			}
 		case "weights":

@@ -616,6 +616,10 @@ func TestErrors(t *testing.T) {
 			`t.yaml:2:9: unknown key "preseet" in model (did you mean "preset"?)`,
 		}},
 		{"model preset and path", "name: s\nmodel: {preset: p, path: /m}\ncases: [{name: c}]\n", []string{`t.yaml:2:26: model has both preset and path; give exactly one`}},
+		// An empty name was said as a model "" that is neither a preset
+		// nor a path that exists.
+		{"model preset empty", "name: s\nmodel: {preset: \"\"}\ncases: [{name: c}]\n", []string{`t.yaml:2:17: model preset is empty (mtlbench models lists the presets)`}},
+		{"model path empty", "name: s\nmodel: {path: ' '}\ncases: [{name: c}]\n", []string{`t.yaml:2:15: model path is empty (a checkpoint folder or a .gguf file)`}},
 		{"checkpoint without path", "name: s\nmodel: {preset: p, weights: checkpoint}\ncases: [{name: c}]\n", []string{`t.yaml:2:29: weights: checkpoint needs a model path (set path: to the checkpoint directory)`}},
 		{"model dtype typo", "name: s\nmodel: {preset: p, dtype: bf61}\ncases: [{name: c}]\n", []string{`t.yaml:2:27: unknown dtype "bf61" (did you mean "bf16"?)`}},
 		{"model layers zero", "name: s\nmodel: {preset: p, layers: 0}\ncases: [{name: c}]\n", []string{`t.yaml:2:28: model layers must be >= 1, got 0`}},
