@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/internal/shquote"
 )
@@ -27,6 +28,13 @@ func readSuite(path string) ([]byte, error) {
 	if errors.Is(err, readfile.ErrNotAFile) && isCheckpoint(path) {
 		q := shquote.Quote(path)
 		return nil, readfile.NotA(fmt.Sprintf("%s: a checkpoint folder (it holds config.json), not a suite (%s)", path, modelHint(q)))
+	}
+	if errors.Is(err, readfile.ErrNotAFile) && isFolder(path) {
+		// A folder of suites (run suites/) was meant as the suites in it.
+		if files := suiteFiles(path); len(files) > 0 {
+			return nil, readfile.NotA(fmt.Sprintf("%s: a folder, not a suite; it holds %s (`mtlbench suites list %s` lists them): name one, such as %s",
+				path, plural.Of(len(files), "suite file"), shquote.Quote(path), shquote.Quote(files[0])))
+		}
 	}
 	head := data
 	if err != nil {
@@ -227,4 +235,20 @@ func linkTrouble(path string) error {
 func isEmptyFile(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular() && st.Size() == 0
+}
+
+// suiteFiles are the files dir holds named as suites (*.yaml, *.yml), as
+// List reads them, sorted; unread.
+func suiteFiles(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if p := filepath.Join(dir, e.Name()); suiteName(e.Name()) != e.Name() && !isFolder(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -61,6 +61,11 @@ func TestShippedSuitesParse(t *testing.T) {
 	if s, err := Resolve("kernels"); err != nil || s.File != ShippedPrefix+"kernels.yaml" {
 		t.Errorf("kernels beside a folder of that name: %v", err)
 	}
+	os.Mkdir("many", 0o755)
+	os.Mkdir("many/sub.yaml", 0o755) // a folder so named is no suite
+	for _, f := range []string{"a.yaml", "b.yml", "notes.txt"} {
+		os.WriteFile("many/"+f, []byte("name: x\n"), 0o644)
+	}
 	os.Symlink("moved/gone.yaml", "gone.yaml")
 	os.Symlink("moved/ci.yaml", "ci")
 	// Errors say what is wrong with the path, in the user's words; a suite
@@ -70,7 +75,10 @@ func TestShippedSuitesParse(t *testing.T) {
 		msg     string
 		missing bool
 	}{
-		"./kernels":          {"./kernels: a folder, not a suite", false},
+		"./kernels": {"./kernels: a folder, not a suite", false},
+		// A folder of suites is said as one, with how to name them.
+		"./many":             {"./many: a folder, not a suite; it holds 2 suite files (`mtlbench suites list ./many` lists them): name one, such as many/a.yaml", false},
+		"./many/":            {"./many/: a folder, not a suite; it holds 2 suite files", false},
 		"kernels/":           {"kernels/: a folder, not a suite", false},
 		"./none.yaml":        {"./none.yaml: no such file (built-in suites: ", true},
 		"none":               {`no suite file or built-in suite "none"`, true},
