@@ -23,3 +23,7 @@ func SetAfterWork(f func(timedOut func() bool)) (restore func()) {
 	}
 	return func() { afterWork = old }
 }
+
+// ProcessCPU is the CPU time the process has used, all its threads
+// together.
+func ProcessCPU() time.Duration { return processCPU() }

@@ -130,6 +130,8 @@ type rewriter struct {
 	tparams   map[string][][2]int // each template type parameter's name: the tokens of the declarations it is declared for (typeParams)
 	nTramp    int
 	nSite     int
+	nLoops    int            // the loop scopes opened (openLoop)
+	doWhile   map[int]string // each do's while, by token index: the do's scope, or "" for none (doLoop)
 }
 
 var posAttrs = map[string]string{
@@ -590,6 +592,10 @@ func (r *rewriter) walk() {
 			if r.inFunction() {
 				r.loopTick(i)
 			}
+		case "do":
+			if r.inFunction() {
+				r.doLoop(i)
+			}
 		case "auto":
 			if r.inFunction() && r.parens == 0 {
 				r.autoSwizzle(i)
@@ -670,16 +676,17 @@ func (r *rewriter) bracedArg(i int) {
 // stmtWords are the keywords a parenthesised condition or operand follows.
 var stmtWords = map[string]bool{"if": true, "while": true, "for": true, "switch": true, "return": true, "case": true}
 
-// loopTick puts a call of the shim's loop_tick in the condition of the
-// while or for at i (`while (c)` becoming `while (loop_tick(), c)`), so a
-// thread of a failed or timed-out dispatch stops at its loop's back-edge
-// instead of looping forever (docs/msl-subset.md). A condition that
-// declares a variable (`while (int n = f())`) cannot take the call: such a
-// for takes it in its increment, which runs before every round but the
-// first, and such a while becomes that for (`for (; int n = f();
-// loop_tick())`). A range-based for has no condition to take it, and needs
-// none: it runs over an array, which ends, or calls the range's begin, end
-// and iterator functions every round, which the stack check starts.
+// loopTick puts a tick in the condition of the while or for at i (`while
+// (c)` becoming `while (tick, c)`), so a thread of a failed or timed-out
+// dispatch stops at its loop's back-edge instead of looping forever
+// (docs/msl-subset.md, "The time limit"). A condition that declares a
+// variable (`while (int n = f())`) cannot take the call: such a for takes
+// it in its increment, which runs before every round but the first, and
+// such a while becomes that for (`for (; int n = f(); tick)`). A
+// range-based for, which has no condition, takes it at the start of its
+// body. The tick is the loop's scope's (openLoop), which also counts the
+// rounds, or in a constexpr function, which may hold no scope, the shim's
+// loop_tick; a do's while ticks its do's scope (doLoop).
 func (r *rewriter) loopTick(i int) {
 	open := i + 1
 	if r.text(open) != "(" {
@@ -689,7 +696,24 @@ func (r *rewriter) loopTick(i int) {
 	if end < 0 {
 		return
 	}
-	const tick = "::metal::__emu::loop_tick()"
+	tick := "::metal::__emu::loop_tick()"
+	if name, ok := r.doWhile[i]; ok {
+		if name != "" {
+			tick = name + ".tick()"
+		}
+	} else if r.text(i) == "for" && r.rangeFor(open, end) {
+		body := r.stmtEnd(end + 1)
+		if body < 0 {
+			return
+		}
+		if name := r.openLoop(i); name != "" {
+			r.edits = append(r.edits, edit{r.toks[end+1].pos, r.toks[end+1].pos, "{ " + name + ".tick(); "})
+			r.insertAfter(body, " }")
+		}
+		return
+	} else if name := r.openLoop(i); name != "" {
+		tick = name + ".tick()"
+	}
 	if r.text(i) == "while" {
 		if r.declaresCondition(open+1, end) {
 			r.replace(i, i, "for")
@@ -727,6 +751,166 @@ func (r *rewriter) loopTick(i int) {
 			}
 		}
 	}
+}
+
+// openLoop opens a scope around the loop that starts at i (a for, while or
+// do), a metal::__emu::loop_scope that the loop's tick counts rounds in and
+// leaving the loop closes (emu_runtime.cpp's block_simd keys a simd
+// operation by the rounds of the loops around it): the loop becomes
+// `switch (loop_scope s(n); 0) default: loop`, a statement still, where an
+// else cannot bind. It returns the scope's name, or "" in a constexpr
+// function, where C++17 allows no variable with a destructor: those loops
+// take loop_tick alone. A loop hint (#pragma unroll) before the loop stays
+// just before it.
+func (r *rewriter) openLoop(i int) string {
+	if r.inConstexpr() {
+		return ""
+	}
+	name := fmt.Sprintf("__emu_loop%d", r.nLoops)
+	at := r.toks[i].pos
+	if i > 0 && strings.Contains(r.src[r.toks[i-1].end:at], "#") {
+		at = r.toks[i-1].end
+	}
+	r.edits = append(r.edits, edit{at, at, fmt.Sprintf("switch (::metal::__emu::loop_scope %s(%d); 0) default: ", name, r.nLoops)})
+	r.nLoops++
+	return name
+}
+
+// doLoop opens the scope of the do-while at i and notes its while, whose
+// condition ticks it (loopTick).
+func (r *rewriter) doLoop(i int) {
+	body := r.stmtEnd(i + 1)
+	if body < 0 || r.text(body+1) != "while" {
+		r.fail(r.toks[i], "msl-emu cannot find the while of this do")
+		return
+	}
+	if r.doWhile == nil {
+		r.doWhile = map[int]string{}
+	}
+	r.doWhile[body+1] = r.openLoop(i)
+}
+
+// rangeFor reports whether the for whose parentheses are open..end is a
+// range-based for: a ':' outside brackets and no ';'.
+func (r *rewriter) rangeFor(open, end int) bool {
+	colon := false
+	for j := open + 1; j < end; j++ {
+		switch r.text(j) {
+		case "(", "[", "{":
+			if j = r.match(j); j < 0 {
+				return false
+			}
+		case ";":
+			return false
+		case ":":
+			colon = true
+		}
+	}
+	return colon
+}
+
+// stmtEnd is the last token of the statement that starts at j, or -1.
+func (r *rewriter) stmtEnd(j int) int {
+	switch r.text(j) {
+	case "":
+		return -1
+	case "{":
+		return r.match(j)
+	case "if":
+		c := j + 1
+		if r.text(c) == "constexpr" {
+			c++
+		}
+		if r.text(c) != "(" {
+			return -1
+		}
+		m := r.match(c)
+		if m < 0 {
+			return -1
+		}
+		e := r.stmtEnd(m + 1)
+		if e >= 0 && r.text(e+1) == "else" {
+			return r.stmtEnd(e + 2)
+		}
+		return e
+	case "for", "while", "switch":
+		if r.text(j+1) != "(" {
+			return -1
+		}
+		m := r.match(j + 1)
+		if m < 0 {
+			return -1
+		}
+		return r.stmtEnd(m + 1)
+	case "do":
+		e := r.stmtEnd(j + 1)
+		if e < 0 || r.text(e+1) != "while" || r.text(e+2) != "(" {
+			return -1
+		}
+		m := r.match(e + 2)
+		if m < 0 || r.text(m+1) != ";" {
+			return -1
+		}
+		return m + 1
+	case "case":
+		if e := r.caseEnd(j); e >= 0 {
+			return r.stmtEnd(e + 1)
+		}
+		return -1
+	case "default":
+		if r.text(j+1) == ":" {
+			return r.stmtEnd(j + 2)
+		}
+	}
+	if r.tok(j).kind == tIdent && r.text(j+1) == ":" { // a label
+		return r.stmtEnd(j + 2)
+	}
+	for k := j; k < len(r.toks); k++ {
+		switch r.text(k) {
+		case "(", "[", "{":
+			if k = r.match(k); k < 0 {
+				return -1
+			}
+		case ";":
+			return k
+		case "}", ")", "]":
+			return -1
+		}
+	}
+	return -1
+}
+
+// inConstexpr reports whether the function being walked is declared
+// constexpr: the words before its body's '{', back to the end of what
+// precedes the declaration, say so.
+func (r *rewriter) inConstexpr() bool {
+	n := len(r.ns)
+	for n > 0 && r.ns[n-1] == "\x00" {
+		n--
+	}
+	if n == len(r.ns) {
+		return false
+	}
+	for j := r.nsAt[n] - 1; j >= 0; j-- {
+		switch r.text(j) {
+		case "constexpr":
+			return true
+		case ")", "]":
+			if j = r.matchBack(j); j < 0 {
+				return false
+			}
+		case "}":
+			// A member initialiser's braces (`S() : x{0} {`).
+			o := r.matchBack(j)
+			if o <= 0 || r.tok(o-1).kind != tIdent || r.text(o-2) != ":" && r.text(o-2) != "," {
+				return false
+			}
+			j = o
+		case ";", "{":
+			return false
+		}
+	}
+	return false
 }
 
 // declaresCondition reports whether the condition that starts at from (and

@@ -280,12 +280,12 @@ func TestRewriteComparisons(t *testing.T) {
 		{"m = a < b && c >= d || !(a != b);", "m = " + cv + "a < b) && " + cv + "c >= d) || " + cv + "!(" + cv + "a != b)));"},
 		{"return n > 2 ? a : b;", "return " + cv + "n > 2) ? a : b;"},
 		{"if (n > 2 && all(a <= b)) n = 1;", "if (n > 2 && all(" + cv + "a <= b))) n = 1;"},
-		{"for (int k = 0; k < n; k++) n >>= 1;", "for (int k = 0; ::metal::__emu::loop_tick(), " + cv + "k < n); k++) n >>= 1;"},
+		{"for (int k = 0; k < n; k++) n >>= 1;", "for (int k = 0; __emu_loop0.tick(), " + cv + "k < n); k++) n >>= 1;"},
 		{"m = f(a < b, c > d);", "m = f(" + cv + "a < b), " + cv + "c > d));"},
 		{"m = f(a < b, c > 1.0f, !(a == b));", "m = f(" + cv + "a < b), " + cv + "c > 1.0f), " + cv + "!(" + cv + "a == b))));"},
 		{"m = f(g<int, 2>(n), is_same<int, T>::value, h<4, 2> {n});", "m = f(g<int, 2>(n), is_same<int, T>::value, h<4, 2> {n});"},
 		{"vec<int, 2> w = f(a < b, c > d);", "vec<int, 2> w = f(" + cv + "a < b), " + cv + "c > d));"},
-		{"for (vec<int, 2> w = n; w.x; ) {}", "for (vec<int, 2> w = n; ::metal::__emu::loop_tick(), w.x; ) {}"},
+		{"for (vec<int, 2> w = n; w.x; ) {}", "for (vec<int, 2> w = n; __emu_loop0.tick(), w.x; ) {}"},
 		{"m = f((a < b), (c > d));", "m = f((" + cv + "a < b)), (" + cv + "c > d)));"},
 		{"m = vec<int, 4>(n);", "m = ::metal::__emu::make<vec<int, 4> >(n);"},
 		{"m = g(&a < &b);", "m = g(" + cv + "&a < &b));"},
@@ -341,31 +341,59 @@ func TestRewriteStackChecks(t *testing.T) {
 	}
 }
 
-// Every loop with a condition takes the time limit's check: in the
-// condition, or, where the condition declares a variable, in a for's
-// increment, a while becoming that for. A range-based for takes none.
+// Every loop opens a scope (loop_scope) whose tick counts its rounds and
+// checks the time limit: in the condition, or, where the condition
+// declares a variable, in a for's increment, a while becoming that for; a
+// do-while's in its while, a range-based for's at the start of its body.
+// A loop of a constexpr function, which may hold no scope, takes the
+// check alone.
 func TestRewriteLoopTicks(t *testing.T) {
-	const tick = "::metal::__emu::loop_tick()"
+	const (
+		open = "switch (::metal::__emu::loop_scope __emu_loop0(0); 0) default: "
+		tick = "__emu_loop0.tick()"
+		lt   = "::metal::__emu::loop_tick()"
+	)
 	for _, tc := range []struct{ loop, want string }{
-		{"while (x < n) x++;", "while (" + tick + ", x < n) x++;"},
-		{"while (x = f()) {}", "while (" + tick + ", x = f()) {}"},
-		{"while (*p = f()) {}", "while (" + tick + ", *p = f()) {}"},
-		{"while (s.v = f()) {}", "while (" + tick + ", s.v = f()) {}"},
-		{"while (int v = f()) {}", "for ( ;int v = f(); " + tick + ") {}"},
-		{"while (const S* p = g()) {}", "for ( ;const S* p = g(); " + tick + ") {}"},
-		{"while (S s{f()}) {}", "for ( ;S s{f()}; " + tick + ") {}"},
-		{"do { x++; } while (x < n);", "do { x++; } while (" + tick + ", x < n);"},
-		{"for (int i = 0; f(); i++) {}", "for (int i = 0; " + tick + ", f(); i++) {}"},
-		{"for (;;) {}", "for (; (" + tick + ", true);) {}"},
-		{"for (; int v = f(); ) {}", "for (; int v = f(); " + tick + " ) {}"},
-		{"for (int k = 2; int v = k; k--, x++) {}", "for (int k = 2; int v = k; " + tick + ", k--, x++) {}"},
-		{"for (int k = 2; S s{k}; k--) {}", "for (int k = 2; S s{k}; " + tick + ", k--) {}"},
-		{"for (int v : a) x += v;", "for (int v : a) x += v;"},
+		{"while (x < n) x++;", open + "while (" + tick + ", x < n) x++;"},
+		{"while (x = f()) {}", open + "while (" + tick + ", x = f()) {}"},
+		{"while (*p = f()) {}", open + "while (" + tick + ", *p = f()) {}"},
+		{"while (s.v = f()) {}", open + "while (" + tick + ", s.v = f()) {}"},
+		{"while (int v = f()) {}", open + "for ( ;int v = f(); " + tick + ") {}"},
+		{"while (const S* p = g()) {}", open + "for ( ;const S* p = g(); " + tick + ") {}"},
+		{"while (S s{f()}) {}", open + "for ( ;S s{f()}; " + tick + ") {}"},
+		{"do { x++; } while (x < n);", open + "do { x++; } while (" + tick + ", x < n);"},
+		{"do x++; while (x < n);", open + "do x++; while (" + tick + ", x < n);"},
+		{"do if (x) x++; else x--; while (x < n);", open + "do if (x) x++; else x--; while (" + tick + ", x < n);"},
+		{"for (int i = 0; f(); i++) {}", open + "for (int i = 0; " + tick + ", f(); i++) {}"},
+		{"for (;;) {}", open + "for (; (" + tick + ", true);) {}"},
+		{"for (; int v = f(); ) {}", open + "for (; int v = f(); " + tick + " ) {}"},
+		{"for (int k = 2; int v = k; k--, x++) {}", open + "for (int k = 2; int v = k; " + tick + ", k--, x++) {}"},
+		{"for (int k = 2; S s{k}; k--) {}", open + "for (int k = 2; S s{k}; " + tick + ", k--) {}"},
+		{"for (int v : a) x += v;", open + "for (int v : a) { " + tick + "; x += v; }"},
+		{"for (int v : a) { x += v; }", open + "for (int v : a) { " + tick + "; { x += v; } }"},
+		{"for (int v : a) if (v) x++; else { x--; }", open + "for (int v : a) { " + tick + "; if (v) x++; else { x--; } }"},
+		// An else after the loop binds as written.
+		{"if (n) while (x < n) x++; else x = 1;", "if (n) " + open + "while (" + tick + ", x < n) x++; else x = 1;"},
+		{"while (x < n) while (x < 2) x++;", open + "while (" + tick + ", x < n) " +
+			"switch (::metal::__emu::loop_scope __emu_loop1(1); 0) default: while (__emu_loop1.tick(), x < 2) x++;"},
+		// A loop hint stays just before its loop.
+		{"if (n)\n#pragma unroll\nfor (;;) {}", "if (n)" + open + "\n#pragma unroll\nfor (; (" + tick + ", true);) {}"},
 	} {
 		out, _, _ := rewriteOK(t, "struct S { int v; S(int x) : v(x) {} explicit operator bool() const { return v != 0; } };\n"+
 			"int f(); thread const S* g();\nvoid h(thread int* p, int n, S s, thread int* a) { int x = 0; "+tc.loop+" }\n")
 		if !strings.Contains(out, tc.want) {
 			t.Errorf("%s: output lacks %q:\n%s", tc.loop, tc.want, out)
+		}
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"constexpr int steps(int n) { int s = 0; while (n > 1) { n /= 2; s++; } return s; }", "while (" + lt + ", n > 1)"},
+		{"template <int N> constexpr int f(int n) { for (int k = 0; k < N; k++) n++; return n; }", "for (int k = 0; " + lt + ", "},
+		{"template <int N> constexpr int f(int n) { do { n++; } while (n < N); return n; }", "do { n++; } while (" + lt + ", n < N);"},
+		{"struct Q { static constexpr int f(int n) { for (int v : {1, 2}) n += v; return n; } };", "for (int v : {1, 2}) n += v;"},
+	} {
+		out, _, _ := rewriteOK(t, tc.src+"\n")
+		if !strings.Contains(out, tc.want) || strings.Contains(out, "loop_scope") {
+			t.Errorf("%s: output lacks %q or opens a scope:\n%s", tc.src, tc.want, out)
 		}
 	}
 }

@@ -787,9 +787,17 @@ static inline uint64_t call_path(const Fiber *f, void **fp) {
   return h;
 }
 
+// loop_rounds adds to h the round of every loop the fiber is in (the
+// shim's LoopScope), so that lanes meet only in the same round of each.
+static inline uint64_t loop_rounds(const Fiber *f, uint64_t h) {
+  for (const LoopScope *s = f->loops; s; s = s->up)
+    h = (h ^ (uint64_t(s->id) << 32 | s->n)) * 0x9e3779b97f4a7c15ull;
+  return h;
+}
+
 void block_simd() {
   Fiber *f = cur;
-  f->op.path = call_path(f, (void **)__builtin_frame_address(0));
+  f->op.path = loop_rounds(f, call_path(f, (void **)__builtin_frame_address(0)));
   f->state = ST_SIMD;
   to_sched(f);
 }
@@ -829,6 +837,10 @@ static void stop_thread(const char *fn, const char *file, unsigned line) {
 }
 
 void loop_stop(const char *file, unsigned line) { stop_thread(nullptr, file, line); }
+void loop_halt(const char *file, unsigned line) {
+  stop_thread(nullptr, file, line);
+  __builtin_unreachable(); // a fiber's thread (LoopScope::tick) never comes back
+}
 
 // note_waiting_stop says where a group's threads wait when the time limit
 // finds every one of them at a barrier or a simdgroup operation, so none
@@ -989,25 +1001,72 @@ static bool same_site(const char *f1, unsigned l1, unsigned c1, const char *f2, 
   return l1 == l2 && c1 == c2 && (f1 == f2 || strcmp(f1, f2) == 0);
 }
 
+// waits reports whether fiber a, stopped at a simd operation, waits for b,
+// stopped at another: where their loops part, b is in an earlier round of
+// a loop both are in (a lane of round 0 may yet reach round 1's
+// operation), in a loop opened earlier in the same round of the loops
+// around (lanes still in a loop reach what follows it), or past fewer
+// loops than the one a is in (a lane before a loop enters it). Where they
+// are in different loops opened as the same one of their round, they took
+// two sides of a branch: neither waits. This orders the stopped lanes
+// strictly, so some operation always completes. A lane in more than
+// kMaxLoops loops orders none.
+enum { kMaxLoops = 64 };
+static bool waits(const Fiber *a, const Fiber *b) {
+  const LoopScope *ca[kMaxLoops], *cb[kMaxLoops]; // innermost first
+  int na = 0, nb = 0;
+  for (const LoopScope *s = a->loops; s; s = s->up) {
+    if (na == kMaxLoops)
+      return false;
+    ca[na++] = s;
+  }
+  for (const LoopScope *s = b->loops; s; s = s->up) {
+    if (nb == kMaxLoops)
+      return false;
+    cb[nb++] = s;
+  }
+  for (int k = 0;; k++) { // from the outermost
+    const LoopScope *x = k < na ? ca[na - 1 - k] : nullptr, *y = k < nb ? cb[nb - 1 - k] : nullptr;
+    if (x && y) {
+      if (x->seq != y->seq)
+        return y->seq < x->seq;
+      if (x->id != y->id)
+        return false;
+      if (x->n != y->n)
+        return y->n < x->n;
+      continue;
+    }
+    if (x) // b is in no loop here, past the loops it opened in this round
+      return (k ? cb[nb - k]->opened : b->opened) < x->seq;
+    if (y)
+      return (k ? ca[na - k]->opened : a->opened) >= y->seq;
+    return false;
+  }
+}
+
 // resolve_simd completes the pending simd operations of every simdgroup
 // whose lanes have all stopped; lanes waiting at the same call site along
-// the same path (call_path) form one operation. It reports whether any lane
+// the same path (call_path) in the same rounds of their loops (loop_rounds)
+// form one operation. An operation waits while its lanes wait for another
+// stopped lane (waits), which may yet join it: that lane's operation
+// completes first, and the lane runs on. It reports whether any lane
 // became runnable.
 static bool resolve_simd(Worker *w) {
   bool any = false;
   uint32_t n = w->g.n;
   for (uint32_t base = 0; base < n; base += 32) {
     uint32_t end = base + 32 < n ? base + 32 : n;
-    for (;;) {
-      Fiber *lead = nullptr;
-      for (uint32_t i = base; i < end; i++)
-        if (w->fibers[i].state == ST_SIMD) {
-          lead = &w->fibers[i];
-          break;
-        }
-      if (!lead)
-        break;
-      SimdOp *ops[32] = {};
+    uint32_t waiting = 0; // the lanes stopped at a simd operation as the pass began
+    for (uint32_t i = base; i < end; i++)
+      if (w->fibers[i].state == ST_SIMD)
+        waiting |= 1u << (i - base);
+    SimdOp *ops[32][32];
+    int nops = 0;
+    for (uint32_t seen = 0; waiting & ~seen;) {
+      Fiber *lead = &w->fibers[base + __builtin_ctz(waiting & ~seen)];
+      SimdOp **op = ops[nops];
+      memset(op, 0, sizeof ops[0]); // lanes past a partial simdgroup too
+      uint32_t mine = 0;
       for (uint32_t i = base; i < end; i++) {
         Fiber *f = &w->fibers[i];
         if (f->state == ST_SIMD && f->op.path == lead->op.path &&
@@ -1015,13 +1074,27 @@ static bool resolve_simd(Worker *w) {
           if (f->op.resolve != lead->op.resolve) {
             fail_group(w, "simd operations of different types at %s:%u", lead->op.file, lead->op.line);
           }
-          ops[i - base] = &f->op;
+          op[i - base] = &f->op;
+          mine |= 1u << (i - base);
         }
       }
-      lead->op.resolve(ops);
+      seen |= mine;
+      bool wait = false;
+      for (uint32_t rest = waiting & ~mine; rest && !wait; rest &= rest - 1)
+        wait = waits(lead, &w->fibers[base + __builtin_ctz(rest)]);
+      if (!wait)
+        nops++;
+    }
+    for (int k = 0; k < nops; k++) {
+      SimdOp **op = ops[k];
       for (int l = 0; l < 32; l++)
-        if (ops[l])
-          ops[l]->self->state = ST_READY;
+        if (op[l]) {
+          op[l]->resolve(op);
+          break;
+        }
+      for (int l = 0; l < 32; l++)
+        if (op[l])
+          op[l]->self->state = ST_READY;
       any = true;
     }
   }
@@ -1117,6 +1190,8 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
     f->w = w;
     f->c_rd = f->c_wr = f->c_ld = f->c_st = 0;
     f->last_n = 0;
+    f->loops = nullptr; // a thread of a failed dispatch left its loops unclosed
+    f->opened = 0;
     init_fiber(w, f, int(i));
   }
 
