@@ -529,7 +529,7 @@ func checkSLO(s string) (string, string) {
 // target (ttft, tpot, e2el).
 func ParseSLO(s string) (map[string]float64, error) {
 	out := map[string]float64{}
-	for _, part := range strings.Split(s, ",") {
+	for _, part := range pairs(s) {
 		key, val, ok := strings.Cut(part, ":")
 		if !ok {
 			return nil, fmt.Errorf("%q is not target:milliseconds", part)
@@ -547,6 +547,17 @@ func ParseSLO(s string) (map[string]float64, error) {
 		out[key] = ms
 	}
 	return out, nil
+}
+
+// pairs splits a comma list of key:value items (a sampling, an slo), each
+// read without the spaces around it, as a range string's items are
+// (internal/listarg): "ttft:500, tpot:50" is "ttft:500,tpot:50".
+func pairs(s string) []string {
+	items := strings.Split(s, ",")
+	for i, it := range items {
+		items[i] = strings.TrimSpace(it)
+	}
+	return items
 }
 
 // sloKey spells an slo one way: its targets in ttft, tpot, e2el order,

@@ -48,8 +48,8 @@ func ParseSampling(s string) (Sampling, error) {
 		return Sampling{}, &SamplingError{Value: s, Why: fmt.Sprintf(format, a...)}
 	}
 	seen := map[string]bool{}
-	for _, part := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), ":")
+	for _, part := range pairs(s) {
+		k, v, ok := strings.Cut(part, ":")
 		if !ok {
 			return bad("%q is not key:value", part)
 		}

@@ -1298,3 +1298,24 @@ func TestThresholdsDrawFew(t *testing.T) {
 		}
 	}
 }
+
+// A value written as a comma list of key:value items (a sampling, an slo)
+// reads an item with spaces around it as the item, as a range string's
+// items are read (internal/listarg), and keys it one way.
+func TestCommaListItemSpaces(t *testing.T) {
+	tests := []struct {
+		name, params, key string
+	}{
+		{"slo", `{slo: "ttft:500, tpot:50"}`, "model/c/slo=ttft:500,tpot:50"},
+		{"slo spaced both sides", `{slo: " e2el:900 ,ttft:500 "}`, "model/c/slo=ttft:500,e2el:900"},
+		{"sampling", `{sampling: "temperature:0.5, top_k:3"}`, "model/c/sampling=temperature:0.5,top_k:3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustParse(t, head+"  - name: c\n    params: "+tt.params+"\n")
+			if s.Cases[0].Key != tt.key {
+				t.Errorf("key %q, want %q", s.Cases[0].Key, tt.key)
+			}
+		})
+	}
+}
