@@ -714,9 +714,15 @@ func (p *parser) suite(root *yaml.Node) {
 		return
 	}
 	groups := p.cases(casesE.v, suiteParams)
+	hint := "add a model: section with a preset or path"
+	if op, ok := suiteParams[ParamOp]; ok {
+		// The suite's op is a default for kernel cases, not what makes one
+		// (docs/suites.md, "cases"): say so where it was meant as one.
+		hint = fmt.Sprintf("add kind: kernel to run the suite's op %s (a case without kind: is a kernel case only where it names its op itself), or a model: section with a preset or path", op.Raw)
+	}
 	for _, g := range groups {
 		if g.kind == KindModel && modelE == nil {
-			p.errs.add(g.pos, "add a model: section with a preset or path", "case %q is a model case but the suite has no model", g.name)
+			p.errs.add(g.pos, hint, "case %q is a model case but the suite has no model", g.name)
 			break
 		}
 	}

@@ -632,6 +632,10 @@ func TestErrors(t *testing.T) {
 		{"model fit", "name: s\nmodel: {preset: p, fit: truncate}\ncases: [{name: c}]\n", []string{`t.yaml:2:25: unknown fit "truncate" (did you mean "truncate-layers"?)`}},
 		{"model not a map", "name: s\nmodel: qwen3\ncases: [{name: c}]\n", []string{`t.yaml:2:8: model must be a map, got string "qwen3"`}},
 		{"model case without model", "name: s\ncases:\n  - name: c\n", []string{`t.yaml:3:5: case "c" is a model case but the suite has no model (add a model: section with a preset or path)`}},
+		// The suite's op is a default for kernel cases: a case that names
+		// no op of its own is a model case unless it says kind: kernel.
+		{"model case without model beside the suite's op", "name: s\nparams: {op: rms_norm, width: 8}\ncases:\n  - name: c\n", []string{`t.yaml:4:5: case "c" is a model case but the suite has no model (add kind: kernel to run the suite's op rms_norm (a case without kind: is a kernel case only where it names its op itself), or a model: section with a preset or path)`}},
+		{"model case without model beside a kernel case of the suite's op", "name: s\nparams: {op: rms_norm}\ncases:\n  - {name: k, kind: kernel}\n  - {name: c, params: {batch: 2}}\n", []string{`t.yaml:5:5: case "c" is a model case but the suite has no model (add kind: kernel to run the suite's op rms_norm (a case without kind: is a kernel case only where it names its op itself), or a model: section with a preset or path)`}},
 
 		{"cases a map", "name: s\nmodel: {preset: p}\ncases:\n  c: {batch: 1}\n", []string{`t.yaml:4:3: cases must be a list, got a map (start each case with "- name: ...")`}},
 		{"cases empty", "name: s\nmodel: {preset: p}\ncases: []\n", []string{`t.yaml:3:8: cases must not be empty`}},
