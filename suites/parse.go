@@ -822,6 +822,12 @@ func (p *parser) thresholds(n *yaml.Node) {
 			hint := ""
 			if v.Kind == yaml.ScalarNode && (v.ShortTag() == "!!int" || v.ShortTag() == "!!float") {
 				hint = fmt.Sprintf("write \"%s%%\"", show(v.Value))
+				// Below 1 it reads as a fraction too (0.05: 5%), as the
+				// flags that take one (gate --alpha) read it.
+				if f, err := strconv.ParseFloat(v.Value, 64); err == nil && f > 0 && f < 1 {
+					hint = fmt.Sprintf("write \"%s%%\" if %s is a fraction, \"%s%%\" if a percentage",
+						strconv.FormatFloat(f*100, 'g', 12, 64), show(v.Value), show(v.Value))
+				}
 			}
 			p.errorf(v, hint, "threshold %s must be a percentage like \"5%%\", got %s", show(e.key), describe(v))
 			continue

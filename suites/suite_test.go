@@ -591,6 +591,13 @@ func TestErrors(t *testing.T) {
 		{"cooldown negative", head + "  - name: c\ncooldown: -1s\n", []string{`t.yaml:5:11: cooldown must not be negative, got -1s`}},
 		{"cooldown of years", head + "  - name: c\ncooldown: 100000h\n", []string{`t.yaml:5:11: cooldown of 100000h: at most 1h0m0s (a pause to let the machine cool)`}},
 		{"threshold number", head + "  - name: c\nthresholds: {decode_tok_s: 5}\n", []string{`t.yaml:5:28: threshold decode_tok_s must be a percentage like "5%", got 5 (write "5%")`}},
+		// A number below 1 is as often a fraction (gate's --alpha, tune's
+		// --min-gain take one) as a percentage: the hint gives both, so
+		// 0.05 meant as 5% does not become a gate on 0.05%.
+		{"threshold fraction", head + "  - name: c\nthresholds: {decode_tok_s: 0.05}\n", []string{`t.yaml:5:28: threshold decode_tok_s must be a percentage like "5%", got 0.05 (write "5%" if 0.05 is a fraction, "0.05%" if a percentage)`}},
+		{"threshold fraction written as a rational", head + "  - name: c\nthresholds: {decode_tok_s: .5}\n", []string{`t.yaml:5:28: threshold decode_tok_s must be a percentage like "5%", got .5 (write "50%" if .5 is a fraction, ".5%" if a percentage)`}},
+		{"threshold fraction of no exact binary hundredfold", head + "  - name: c\nthresholds: {decode_tok_s: 0.07}\n", []string{`t.yaml:5:28: threshold decode_tok_s must be a percentage like "5%", got 0.07 (write "7%" if 0.07 is a fraction, "0.07%" if a percentage)`}},
+		{"threshold one", head + "  - name: c\nthresholds: {decode_tok_s: 1}\n", []string{`t.yaml:5:28: threshold decode_tok_s must be a percentage like "5%", got 1 (write "1%")`}},
 		{"threshold garbage", head + "  - name: c\nthresholds: {decode_tok_s: fast}\n", []string{`t.yaml:5:28: threshold decode_tok_s must be a percentage >= 0 like "5%", got "fast"`}},
 		{"thresholds list", head + "  - name: c\nthresholds: [5%]\n", []string{`t.yaml:5:13: thresholds must be a map, got a list`}},
 		{"threshold typo", head + "  - name: c\nthresholds: {decode_toks: 5%}\n", []string{`t.yaml:5:14: threshold: no case records a metric "decode_toks" (did you mean "decode_tok_s"?)`}},
