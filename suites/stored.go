@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
@@ -39,7 +40,10 @@ func RunVocab(params []map[string]string) int {
 //     stored before keyed rms_norm under a suite's params {k: 64} with
 //     k=64;
 //   - where vocab, the run's model's vocabulary, is known (above 0), a
-//     model case's sampling leaves out a top_k of vocab or more.
+//     model case's sampling leaves out a top_k of vocab or more;
+//   - a witness_gpu of its chip's largest bin is the chip alone
+//     (applegpu.Key): a run stored before keyed "M4 Max 40-core" as
+//     M4-Max-40-core, which "M4 Max" runs too.
 //
 // The stored rows keep the keys they were written with. A key that is not
 // one a suite makes (a peer import's) is returned as it is, and so are the
@@ -65,6 +69,16 @@ func storedKey(key string, vocab int) string {
 	parts := strings.Split(key, "/")
 	if len(parts) < 2 {
 		return key
+	}
+	if parts[0] == KindModel || parts[0] == KindKernel {
+		for i, part := range parts[2:] {
+			if v, ok := strings.CutPrefix(part, ParamWitnessGPU+"="); ok {
+				if k := applegpu.Key(v); k != "" {
+					parts[i+2] = ParamWitnessGPU + "=" + k
+				}
+			}
+		}
+		key = strings.Join(parts, "/")
 	}
 	switch parts[0] {
 	case KindModel:

@@ -50,6 +50,16 @@ func TestStoredKeys(t *testing.T) {
 			want: []string{"kernel/norm/k=64/op=rms_norm", "kernel/norm/k=128/op=rms_norm", "kernel/x/op=rope", "kernel/x/k=1/op=rope"},
 		},
 		{
+			name: "a witness GPU's largest bin spelled with its cores",
+			keys: []string{"kernel/g/op=rope/witness_gpu=M4-Max-40-core", "model/d/witness_gpu=M3-Ultra-80-core", "kernel/h/op=rope/witness_gpu=M4-Max-32-core"},
+			want: []string{"kernel/g/op=rope/witness_gpu=M4-Max", "model/d/witness_gpu=M3-Ultra", "kernel/h/op=rope/witness_gpu=M4-Max-32-core"},
+		},
+		{
+			name: "two bins of one run that would become one",
+			keys: []string{"kernel/g/op=rope/witness_gpu=M4-Max-40-core", "kernel/g/op=rope/witness_gpu=M4-Max"},
+			want: []string{"kernel/g/op=rope/witness_gpu=M4-Max-40-core", "kernel/g/op=rope/witness_gpu=M4-Max"},
+		},
+		{
 			name: "keys no suite makes",
 			keys: []string{"", "batch=1,prompt_len=8", "kernel/g/op=nosuchop/k=1", "kernel/g/width", "peer/x/k=1"},
 			want: []string{"", "batch=1,prompt_len=8", "kernel/g/op=nosuchop/k=1", "kernel/g/width", "peer/x/k=1"},

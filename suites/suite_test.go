@@ -494,9 +494,10 @@ name: s
 }
 
 // A GPU has several spellings; its case's name and key spell it one way,
-// so "M3 Ultra" and "apple m3 ultra" make the same case.
+// so "M3 Ultra", "apple m3 ultra" and its largest bin "M3 Ultra 80-core"
+// make the same case.
 func TestWitnessGPUKey(t *testing.T) {
-	for _, v := range []string{"M3 Ultra", "apple m3 ultra", "M3-Ultra", "Apple M3 Ultra"} {
+	for _, v := range []string{"M3 Ultra", "apple m3 ultra", "M3-Ultra", "Apple M3 Ultra", "M3 Ultra 80-core", "M3 Ultra (80-core GPU)"} {
 		s := mustParse(t, "name: s\ncases:\n  - name: g\n    op: rope\n    matrix: {witness_gpu: [\""+v+"\", M4 Max (32-core GPU)]}\n")
 		var names []string
 		for _, c := range s.Cases {

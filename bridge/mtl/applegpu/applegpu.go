@@ -158,13 +158,18 @@ func ChipOf(name string) (string, bool) {
 
 // Key spells a GPU name one way, without spaces, for case names and keys:
 // "Apple M3 Ultra" and "m3 ultra" give "M3-Ultra", "M4 Max (32-core GPU)"
-// gives "M4-Max-32-core"; "" when the name names no chip.
+// gives "M4-Max-32-core"; "" when the name names no chip. The chip's
+// largest bin is the chip alone, as Lookup reads it ("M3 Ultra 80-core" is
+// "M3-Ultra"), so one GPU keys one way.
 func Key(name string) string {
 	chip, cores, ok := parse(name)
 	if !ok {
 		return ""
 	}
 	k := strings.ReplaceAll(chip, " ", "-")
+	if bins := Bins(chip); len(bins) > 0 && bins[len(bins)-1].Cores == cores {
+		cores = 0
+	}
 	if cores > 0 {
 		k += "-" + strconv.Itoa(cores) + "-core"
 	}

@@ -92,6 +92,10 @@ func TestKey(t *testing.T) {
 	for name, want := range map[string]string{
 		"Apple M3 Ultra": "M3-Ultra", "m3 ultra": "M3-Ultra", "M3-Ultra": "M3-Ultra",
 		"M4 Max (32-core GPU)": "M4-Max-32-core", "Apple M1": "M1", "M9 Max": "M9-Max", "H100": "",
+		// The largest bin is the chip alone, as Lookup reads it: one GPU,
+		// one key.
+		"M4 Max 40-core": "M4-Max", "M3 Ultra (80-core GPU)": "M3-Ultra", "M3-Ultra-80-core": "M3-Ultra",
+		"M1 8-core": "M1", "M1 7-core": "M1-7-core", "M9 Max 12-core": "M9-Max-12-core",
 	} {
 		if got := Key(name); got != want {
 			t.Errorf("Key(%q) = %q, want %q", name, got, want)
