@@ -199,6 +199,9 @@ func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
 		if err := p.strayBOM(data); err != nil {
 			return nil, err
 		}
+		if data, err = p.yamlVersion(data); err != nil {
+			return nil, err
+		}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -239,6 +242,43 @@ func (p *parser) strayBOM(data []byte) error {
 	col := utf8.RuneCountInString(before[strings.LastIndexByte(before, '\n')+1:]) + 1
 	return &Error{Pos: Pos{p.file, line, col}, Msg: "a byte-order mark (U+FEFF) inside the file",
 		Hint: "a suite may start with one, and hold none past it: remove it (two files joined, or an editor that added a second)"}
+}
+
+// yamlVersion reads a %YAML directive before the document. yaml.v3 takes
+// only %YAML 1.1 ("found incompatible YAML document" for 1.2), yet reads
+// every suite as YAML 1.2 reads it (yes as text, 010 refused): a file that
+// says %YAML 1.2 is given to it as 1.1, the same bytes long so positions
+// hold, and any other version is refused at its directive.
+func (p *parser) yamlVersion(data []byte) ([]byte, error) {
+	off := len(data) - len(bytes.TrimPrefix(data, []byte("\uFEFF")))
+	for line := 1; off < len(data); line++ {
+		end := bytes.IndexByte(data[off:], '\n')
+		if end < 0 {
+			end = len(data) - off
+		}
+		text := bytes.TrimRight(data[off:off+end], "\r")
+		switch {
+		case len(bytes.TrimSpace(text)) == 0 || text[0] == '#':
+		case bytes.HasPrefix(text, []byte("%YAML")) && len(text) > 5 && (text[5] == ' ' || text[5] == '\t') && len(bytes.Fields(text)) > 1:
+			rest := bytes.TrimLeft(text[5:], " \t")
+			at := off + len(text) - len(rest)
+			version := string(bytes.Fields(rest)[0])
+			switch version {
+			case "1.1":
+			case "1.2":
+				data = bytes.Clone(data)
+				data[at+2] = '1'
+			default:
+				return nil, &Error{Pos: Pos{p.file, line, at - off + 1}, Msg: fmt.Sprintf("%%YAML %s: a suite is read as YAML 1.2", version),
+					Hint: "write %YAML 1.2, or leave the directive out"}
+			}
+		case text[0] == '%':
+		default:
+			return data, nil // the document starts: no directive past it
+		}
+		off += end + 1
+	}
+	return data, nil
 }
 
 // isEmptyNull is a null written as nothing at all, not as ~ or null.

@@ -1331,3 +1331,39 @@ func TestCommaListItemSpaces(t *testing.T) {
 		})
 	}
 }
+
+// A suite is YAML 1.2, so a file that says so (%YAML 1.2, as a YAML 1.2
+// emitter writes it) is read, as is %YAML 1.1, which yaml.v3 alone takes;
+// another version is refused at its directive, naming it. Positions past
+// the directive are the file's own.
+func TestYAMLDirective(t *testing.T) {
+	const body = "---\nname: s\ncases:\n  - {name: c, op: rms_norm, params: {width: 8}}\n"
+	tests := []struct {
+		name, src, err string
+	}{
+		{"1.2", "%YAML 1.2\n" + body, ""},
+		{"1.2 after a comment, with its own", "# a suite\n%YAML 1.2   # the spec's\n" + body, ""},
+		{"1.2 with a byte-order mark and CRLF", "\uFEFF%YAML 1.2\r\n" + strings.ReplaceAll(body, "\n", "\r\n"), ""},
+		{"1.2 beside a tag directive", "%TAG !e! tag:example.com,2000:\n%YAML 1.2\n" + body, ""},
+		{"1.1", "%YAML 1.1\n" + body, ""},
+		{"1.2, an error further on", "%YAML 1.2\n---\nname: s\ncases:\n  - {name: c, op: rms_norm, params: {wdth: 8}}\n",
+			`t.yaml:5:38: unknown key "wdth" in params (did you mean "width"?)`},
+		{"1.3", "%YAML 1.3\n" + body, `t.yaml:1:7: %YAML 1.3: a suite is read as YAML 1.2 (write %YAML 1.2, or leave the directive out)`},
+		{"no version", "%YAML\n" + body, `t.yaml:1:1: YAML: did not find expected version number`},
+		{"a directive of another name", "%YAMLX 1.2\n" + body, `t.yaml:1:1: YAML: found unknown directive name`},
+		{"2.0", "# x\n%YAML 2.0\n" + body, `t.yaml:2:7: %YAML 2.0: a suite is read as YAML 1.2 (write %YAML 1.2, or leave the directive out)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse("t.yaml", []byte(tt.src))
+			switch {
+			case tt.err == "" && err != nil:
+				t.Fatalf("Parse: %v", err)
+			case tt.err == "" && (len(s.Cases) != 1 || s.Cases[0].Key != "kernel/c/op=rms_norm/width=8"):
+				t.Errorf("cases %+v", s.Cases)
+			case tt.err != "" && (err == nil || err.Error() != tt.err):
+				t.Errorf("error %v, want %s", err, tt.err)
+			}
+		})
+	}
+}
