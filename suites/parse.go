@@ -316,6 +316,12 @@ func (p *parser) yamlError(err error, data []byte) error {
 					Hint: `start it with "- ", or indent it under the item it belongs to`}
 			}
 		}
+		if m[2] == "did not find expected alphabetic or numeric character" {
+			if col, name, ok := anchorNameAt(lines, line); ok {
+				return &Error{Pos: Pos{p.file, line, col}, Msg: fmt.Sprintf("YAML: %s holds a character an anchor's name may not have here", name),
+					Hint: `name anchors and their aliases with ASCII letters, digits, "-" and "_" alone: the YAML parser suites are read with takes no other`}
+			}
+		}
 		if slices.Contains(yamlParserProblems, m[2]) {
 			// yaml.v3 counts a parser error's line from 0 (its scanner's
 			// from 1): the line it means is the next, the one opening the
@@ -400,6 +406,34 @@ var unknownAnchorRE = regexp.MustCompile(`unknown anchor '(.*)' referenced`)
 // aliasAt is the line and column (in runes) of the first alias *name in
 // data: a '*' after a space, a flow indicator or a line's start, followed
 // by the name and then a space, a flow indicator or the end.
+// anchorNameAt finds on line (from 1) the anchor or alias whose name
+// yaml.v3 stops at, one of a character past ASCII letters, digits, "-" and
+// "_" (YAML 1.2 takes more: &日本, &a.b), and gives its column (in
+// characters) and the name as written.
+func anchorNameAt(lines [][]byte, line int) (col int, name string, ok bool) {
+	if line < 1 || line > len(lines) {
+		return 0, "", false
+	}
+	text := string(bytes.TrimRight(lines[line-1], "\r"))
+	plain := func(r rune) bool {
+		return r < utf8.RuneSelf && (r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r))
+	}
+	for i, r := range text {
+		if (r != '&' && r != '*') || (i > 0 && !strings.ContainsRune(" \t,[{:-", rune(text[i-1]))) {
+			continue
+		}
+		rest := text[i+1:]
+		end := strings.IndexFunc(rest, func(r rune) bool { return strings.ContainsRune(" \t,[]{}", r) })
+		if end < 0 {
+			end = len(rest)
+		}
+		if n := rest[:end]; n != "" && strings.IndexFunc(n, func(r rune) bool { return !plain(r) }) >= 0 {
+			return utf8.RuneCountInString(text[:i]) + 1, string(r) + n, true
+		}
+	}
+	return 0, "", false
+}
+
 func aliasAt(data []byte, name string) (line, col int, ok bool) {
 	bound := func(b byte) bool { return strings.IndexByte(" \t\r\n,[]{}", b) >= 0 }
 	alias := "*" + name

@@ -645,6 +645,11 @@ func TestErrors(t *testing.T) {
 		{"model case without model beside the suite's op", "name: s\nparams: {op: rms_norm, width: 8}\ncases:\n  - name: c\n", []string{`t.yaml:4:5: case "c" is a model case but the suite has no model (add kind: kernel to run the suite's op rms_norm (a case without kind: is a kernel case only where it names its op itself), or a model: section with a preset or path)`}},
 		{"model case without model beside a kernel case of the suite's op", "name: s\nparams: {op: rms_norm}\ncases:\n  - {name: k, kind: kernel}\n  - {name: c, params: {batch: 2}}\n", []string{`t.yaml:5:5: case "c" is a model case but the suite has no model (add kind: kernel to run the suite's op rms_norm (a case without kind: is a kernel case only where it names its op itself), or a model: section with a preset or path)`}},
 
+		// YAML 1.2 names anchors with any character but a flow one; the
+		// parser takes ASCII letters, digits, "-" and "_": the error points
+		// at the name, not at column 1.
+		{"anchor of a unicode name", "name: s\ncases:\n  - {name: r, op: rms_norm, params: &日本 {width: 8}}\n", []string{`t.yaml:3:37: YAML: &日本 holds a character an anchor's name may not have here (name anchors and their aliases with ASCII letters, digits, "-" and "_" alone: the YAML parser suites are read with takes no other)`}},
+		{"alias of a dotted name", "name: s\nx-a: &ok {width: 8}\ncases:\n  - name: r\n    op: rms_norm\n    params: *ok.x\n", []string{`t.yaml:6:13: YAML: *ok.x holds a character an anchor's name may not have here (name anchors and their aliases with ASCII letters, digits, "-" and "_" alone: the YAML parser suites are read with takes no other)`}},
 		{"cases a map", "name: s\nmodel: {preset: p}\ncases:\n  c: {batch: 1}\n", []string{`t.yaml:4:3: cases must be a list, got a map (start each case with "- name: ...")`}},
 		{"cases empty", "name: s\nmodel: {preset: p}\ncases: []\n", []string{`t.yaml:3:8: cases must not be empty`}},
 		{"case not a map", head + "  - c\n", []string{`t.yaml:4:5: case 1 must be a map, got string "c"`}},
