@@ -1153,7 +1153,13 @@ func (p *parser) params(n *yaml.Node, kind, where, prefix string) map[string]Val
 	if !ok {
 		return out
 	}
-	for _, e := range ents {
+	for i, e := range ents {
+		if _, known := params[e.key]; !known && didYouMean(e.key, paramNames(kind)) == "" {
+			if hint := commaSplit(n, ents, i); hint != "" {
+				p.errorf(e.k, hint, "unknown key %q in %s", e.key, where)
+				continue
+			}
+		}
 		if v, ok := p.param(kind, e.k, e.v, where); ok {
 			out[e.key] = v
 			if prefix != "" {
@@ -1314,6 +1320,35 @@ func (p *parser) caseEntry(n *yaml.Node, i int, suiteParams map[string]Value) *g
 	}
 	g.ok = p.errs.found == before && len(unknown) == 0
 	return g
+}
+
+// commaSplit is the hint for entry i of params map n where it is the tail
+// of a comma list written unquoted in { } (slo: ttft:500,tpot:50): there
+// a comma ends the value, and each item after it reads as a key of no
+// value. It names the value as it was meant, quoted; "" for another entry.
+func commaSplit(n *yaml.Node, ents []entry, i int) string {
+	piece := func(e entry) bool {
+		return isEmptyNull(resolve(e.v)) && e.k.Kind == yaml.ScalarNode && e.k.Style == 0
+	}
+	if resolve(n).Style&yaml.FlowStyle == 0 || !piece(ents[i]) {
+		return ""
+	}
+	from := i
+	for from > 0 && piece(ents[from-1]) {
+		from--
+	}
+	if from == 0 {
+		return ""
+	}
+	head := ents[from-1]
+	if v := resolve(head.v); v.Kind != yaml.ScalarNode || v.Style != 0 || v.ShortTag() != "!!str" {
+		return ""
+	}
+	joined := []string{resolve(head.v).Value}
+	for j := from; j < len(ents) && piece(ents[j]); j++ {
+		joined = append(joined, ents[j].key)
+	}
+	return fmt.Sprintf("in { } a comma ends a value: quote it whole, %s: %q", head.key, strings.Join(joined, ","))
 }
 
 // hasKey reports whether map n holds key, a merge key's maps (<<: *a,

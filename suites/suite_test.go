@@ -650,6 +650,15 @@ func TestErrors(t *testing.T) {
 		// at the name, not at column 1.
 		{"anchor of a unicode name", "name: s\ncases:\n  - {name: r, op: rms_norm, params: &日本 {width: 8}}\n", []string{`t.yaml:3:37: YAML: &日本 holds a character an anchor's name may not have here (name anchors and their aliases with ASCII letters, digits, "-" and "_" alone: the YAML parser suites are read with takes no other)`}},
 		{"alias of a dotted name", "name: s\nx-a: &ok {width: 8}\ncases:\n  - name: r\n    op: rms_norm\n    params: *ok.x\n", []string{`t.yaml:6:13: YAML: *ok.x holds a character an anchor's name may not have here (name anchors and their aliases with ASCII letters, digits, "-" and "_" alone: the YAML parser suites are read with takes no other)`}},
+		// In { }, a comma ends a plain value: the rest of a comma list
+		// written unquoted reads as keys of their own.
+		{"slo unquoted in a flow map", head + "  - {name: c, params: {batch: 1, slo: ttft:500,tpot:50}}\n", []string{`t.yaml:4:48: unknown key "tpot:50" in params (in { } a comma ends a value: quote it whole, slo: "ttft:500,tpot:50")`}},
+		{"sampling of three items unquoted in a flow map", head + "  - {name: c, params: {sampling: temperature:1,top_k:5,seed:2}}\n", []string{
+			`t.yaml:4:48: unknown key "top_k:5" in params (in { } a comma ends a value: quote it whole, sampling: "temperature:1,top_k:5,seed:2")`,
+			`t.yaml:4:56: unknown key "seed:2" in params (in { } a comma ends a value: quote it whole, sampling: "temperature:1,top_k:5,seed:2")`}},
+		{"variant unquoted in a kernel case's flow map", "name: s\ncases:\n  - name: k\n    op: rope\n    params: {variant: a,b}\n", []string{`t.yaml:5:25: unknown key "b" in params (in { } a comma ends a value: quote it whole, variant: "a,b")`}},
+		{"a key without a value after a number", head + "  - {name: c, params: {batch: 1, gen_lenn}}\n", []string{`t.yaml:4:34: unknown key "gen_lenn" in params (did you mean "gen_len"?)`}},
+		{"a key without a value after text, close to a parameter", head + "  - {name: c, params: {variant: a, batchh}}\n", []string{`t.yaml:4:36: unknown key "batchh" in params (did you mean "batch"?)`}},
 		{"cases a map", "name: s\nmodel: {preset: p}\ncases:\n  c: {batch: 1}\n", []string{`t.yaml:4:3: cases must be a list, got a map (start each case with "- name: ...")`}},
 		{"cases empty", "name: s\nmodel: {preset: p}\ncases: []\n", []string{`t.yaml:3:8: cases must not be empty`}},
 		{"case not a map", head + "  - c\n", []string{`t.yaml:4:5: case 1 must be a map, got string "c"`}},
