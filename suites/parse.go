@@ -19,6 +19,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mtlbench/mtlbench/internal/homepath"
 	"github.com/mtlbench/mtlbench/internal/listarg"
 	"github.com/mtlbench/mtlbench/internal/metrics"
 )
@@ -1035,7 +1036,14 @@ func (p *parser) model(e *entry) *Model {
 			}
 		case "path":
 			if v, ok := p.str(e.v, "model path"); ok && p.named(e.v, v, "model path", "a checkpoint folder or a .gguf file") {
-				m.Path, pathN = v, resolve(e.v)
+				// No shell reads a suite: its ~ is read as one would read
+				// it, as a flag's and an environment file's are.
+				x, err := homepath.Expand(v)
+				if err != nil {
+					p.errorf(e.v, "", "model path %q: %v", v, err)
+					x = v
+				}
+				m.Path, pathN = x, resolve(e.v)
 			}
 		case "weights":
 			if v, ok := p.enum(e.v, "weights", weights); ok {

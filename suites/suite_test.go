@@ -1381,3 +1381,35 @@ func TestYAMLDirective(t *testing.T) {
 		})
 	}
 }
+
+// A model path is read as a shell would read it on a command line: a
+// leading ~ or ~/ is the home folder (internal/homepath), as for --db=~/x,
+// since a suite file reaches mtlbench through no shell.
+func TestModelPathHome(t *testing.T) {
+	t.Setenv("HOME", "/home/u")
+	tests := []struct {
+		name, path, want, err string
+	}{
+		{"under home", "~/models/tiny", "/home/u/models/tiny", ""},
+		{"home itself, quoted (~ alone is YAML's null)", `"~"`, "/home/u", ""},
+		{"quoted", `"~/m x"`, "/home/u/m x", ""},
+		{"a ~ further on", "./~/m", "./~/m", ""},
+		{"absolute", "/m/~", "/m/~", ""},
+		{"another user's home", "~bob/m", "", `t.yaml:2:15: model path "~bob/m": only ~ and ~/ are read as the home folder; write the full path (or ./~bob/m for a file of that name here)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse("t.yaml", []byte("name: s\nmodel: {path: "+tt.path+"}\ncases:\n  - name: c\n"))
+			switch {
+			case tt.err != "":
+				if err == nil || err.Error() != tt.err {
+					t.Errorf("error %v, want %s", err, tt.err)
+				}
+			case err != nil:
+				t.Fatalf("Parse: %v", err)
+			case s.Model.Path != tt.want:
+				t.Errorf("path %q, want %q", s.Model.Path, tt.want)
+			}
+		})
+	}
+}
