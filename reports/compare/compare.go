@@ -306,6 +306,9 @@ func sidesComparable(a, b *Side) (reason string, notes []table.Note) {
 	if n := backendNotesNote(a, b); n != "" {
 		notes = append(notes, table.NoteText(n))
 	}
+	if n := threadsNote(a, b); n != "" {
+		notes = append(notes, table.NoteText(n))
+	}
 	return "", notes
 }
 
@@ -314,17 +317,39 @@ func sidesComparable(a, b *Side) (reason string, notes []table.Note) {
 // change may come from it rather than the build. Runs stored before the
 // notes were recorded have none and say nothing.
 func backendNotesNote(a, b *Side) string {
+	if d := runsDiffer(a, b, func(r Run) string { return r.BackendNotes }); d != "" {
+		return fmt.Sprintf("the runs' backends ran with different notes (%s): the change may come from a backend switch, not the build", d)
+	}
+	return ""
+}
+
+// threadsNote says when the runs were made with different --threads: a
+// case without a threads parameter keeps its key whatever the run's count,
+// so a run on one core pairs with one on every core (docs/data.md, runs).
+// Runs stored before the count was recorded say nothing.
+func threadsNote(a, b *Side) string {
+	if d := runsDiffer(a, b, func(r Run) string { return r.Threads }); d != "" {
+		return fmt.Sprintf("the runs were made with different --threads (%s): the change may come from the thread count, not the build", d)
+	}
+	return ""
+}
+
+// runsDiffer lists the runs of both sides by a value of theirs, "run 1: x;
+// runs 2,3: y", where they hold more than one; runs whose value is "" (not
+// recorded when they were stored) are left out.
+func runsDiffer(a, b *Side, value func(Run) string) string {
 	var order []string
 	runs := map[string][]string{}
 	for _, s := range []*Side{a, b} {
 		for _, r := range s.Runs {
-			if r.BackendNotes == "" {
+			v := value(r)
+			if v == "" {
 				continue
 			}
-			if _, ok := runs[r.BackendNotes]; !ok {
-				order = append(order, r.BackendNotes)
+			if _, ok := runs[v]; !ok {
+				order = append(order, v)
 			}
-			runs[r.BackendNotes] = append(runs[r.BackendNotes], strconv.FormatInt(r.ID, 10))
+			runs[v] = append(runs[v], strconv.FormatInt(r.ID, 10))
 		}
 	}
 	if len(order) < 2 {
@@ -338,7 +363,7 @@ func backendNotesNote(a, b *Side) string {
 		}
 		parts[i] = fmt.Sprintf("%s %s: %s", word, strings.Join(runs[n], ","), n)
 	}
-	return fmt.Sprintf("the runs' backends ran with different notes (%s): the change may come from a backend switch, not the build", strings.Join(parts, "; "))
+	return strings.Join(parts, "; ")
 }
 
 // FoundParams are recorded parameters that say what a run found rather

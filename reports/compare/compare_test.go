@@ -623,3 +623,51 @@ func TestCompareNotesBackendNotes(t *testing.T) {
 		}
 	}
 }
+
+// Runs made with different --threads pair their cases, whose keys do not
+// carry the run's count: a note says so, in compare and gate alike; runs
+// stored before the count was recorded say nothing.
+func TestCompareNotesThreads(t *testing.T) {
+	side := func(runs ...Run) *Side {
+		s := NewSide("S")
+		for _, r := range runs {
+			s.AddRun(r)
+		}
+		return s
+	}
+	if r := RunOf(&results.Run{ID: 1, Threads: "1"}); r.Threads != "1" {
+		t.Errorf("a stored run's threads read as %q, want %q", r.Threads, "1")
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *Side
+		want string
+	}{
+		{"differ", side(Run{ID: 1, Threads: "1"}), side(Run{ID: 2, Threads: "default"}),
+			"the runs were made with different --threads (run 1: 1; run 2: default): the change may come from the thread count, not the build"},
+		{"a side pools both", side(Run{ID: 1, Threads: "4"}, Run{ID: 3, Threads: "2"}), side(Run{ID: 2, Threads: "4"}),
+			"the runs were made with different --threads (runs 1,2: 4; run 3: 2): the change may come from the thread count, not the build"},
+		{"same", side(Run{ID: 1, Threads: "default"}), side(Run{ID: 2, Threads: "default"}), ""},
+		{"one stored before threads", side(Run{ID: 1}), side(Run{ID: 2, Threads: "1"}), ""},
+		{"none", side(Run{ID: 1}), side(Run{ID: 2}), ""},
+	} {
+		c := Compare(tc.a, tc.b, Options{})
+		var got []string
+		for _, n := range table.NoteTexts(c.Notes) {
+			if strings.Contains(n, "different --threads") {
+				got = append(got, n)
+			}
+		}
+		var want []string
+		if tc.want != "" {
+			want = []string{tc.want}
+		}
+		if !slices.Equal(got, want) || c.NotComparable != "" {
+			t.Errorf("%s: notes %q (not comparable %q), want %q", tc.name, got, c.NotComparable, want)
+		}
+		g := Gate(tc.a, tc.b, GateOptions{})
+		if n := strings.Join(table.NoteTexts(g.Notes), "\n"); tc.want != "" && !strings.Contains(n, tc.want) {
+			t.Errorf("%s: gate notes %q, want %q", tc.name, n, tc.want)
+		}
+	}
+}

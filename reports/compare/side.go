@@ -32,6 +32,10 @@ type Run struct {
 	// (results.Run.BackendNotes): its switches, such as graphs or fast
 	// math off; "" for runs stored before they were recorded.
 	BackendNotes string
+	// Threads is the --threads count the run was made with
+	// (results.Run.Threads: "default" or a count); "" for runs stored
+	// before it was recorded.
+	Threads string
 }
 
 // RunOf converts a stored run.
@@ -42,7 +46,7 @@ func RunOf(r *results.Run) Run {
 	}
 	return Run{ID: r.ID, Tag: r.Tag, Commit: r.GitCommit, Backend: r.Backend, TimingMode: r.TimingMode,
 		Emulated: r.Emulated, Machine: machine, SuitePath: r.SuitePath, SuiteHash: r.SuiteHash, Status: r.Status,
-		Overrides: maps.Clone(r.Overrides), BackendNotes: r.BackendNotes}
+		Overrides: maps.Clone(r.Overrides), BackendNotes: r.BackendNotes, Threads: r.Threads}
 }
 
 func (r Run) timing() string {
