@@ -141,6 +141,24 @@ func collects(f cli.Flag) bool {
 // and arguments follow it.
 func (cl commandLine) leaf(t token) bool { return t.level == len(cl.path) }
 
+// unknownCommand says whether the path ends at a group of commands (the
+// program itself too: subcommands, and no arguments of its own, as tune's
+// SUITE) followed by a word naming none of them.
+func (cl commandLine) unknownCommand() bool {
+	if n := len(cl.path); n > 0 && (len(cl.path[n-1].Subcommands) == 0 || strings.TrimSpace(cl.path[n-1].ArgsUsage) != "") {
+		return false
+	}
+	for _, t := range cl.tokens {
+		if cl.leaf(t) && t.kind == tokEnd {
+			return false
+		}
+		if cl.leaf(t) && t.kind == tokArg {
+			return true
+		}
+	}
+	return false
+}
+
 // pathNames is the path's command names: "suites validate".
 func (cl commandLine) pathNames() string { return commandNames(cl.path) }
 
@@ -169,6 +187,12 @@ func interspersed(app *cli.App, args []string) []string {
 		return args
 	}
 	cl := tokenize(app, args)
+	if cl.unknownCommand() {
+		// Moved ahead of the word, a flag of the command meant would be
+		// refused as the group's (`shwo --db x 1`: unknown flag --db),
+		// where the group's own error names the word.
+		return args
+	}
 	var before, named, end, positional []token
 	for _, t := range cl.tokens {
 		switch {

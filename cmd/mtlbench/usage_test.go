@@ -25,6 +25,13 @@ func TestCommandLineWords(t *testing.T) {
 		{args: []string{"suites", "lsit"}, want: "suites: unknown command \"lsit\" (want one of validate, list, show) (see `mtlbench suites --help`)"},
 		{args: []string{"history", "shwo", "x"}, want: "history: unknown command \"shwo\" (want one of list, show, import)"},
 		{args: []string{"peer", "imprt"}, want: `peer: unknown command "imprt" (want one of import)`},
+		// A mistyped command followed by its flags is the word that is
+		// wrong, not the flags: they said unknown flag --db.
+		{args: []string{"shwo", "--db", "r.db", "1"}, want: `unknown command "shwo" (want one of generate, models, run,`},
+		{args: []string{"compre", "a", "b", "--format", "csv"}, want: `unknown command "compre"`},
+		{args: []string{"history", "shwo", "--model", "x"}, want: "history: unknown command \"shwo\" (want one of list, show, import)"},
+		// tune takes a suite of its own, its flags after it.
+		{args: []string{"tune", "no-such-suite.yaml", "--backend", "cpu"}, want: `no suite file or built-in suite "no-such-suite.yaml"`},
 		{args: []string{"devices", "cpu"}, want: "devices: takes flags only, got the argument(s) [\"cpu\"] (see `mtlbench devices --help`)"},
 		{args: []string{"env", "MTLBENCH_DB"}, want: `env: takes flags only, got the argument(s) ["MTLBENCH_DB"]`},
 		{args: []string{"selftest", "--backend", "cpu", "rms_norm"}, want: `selftest: takes flags only, got the argument(s) ["rms_norm"]`},
