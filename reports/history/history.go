@@ -341,9 +341,9 @@ func parsePoint(file string, n *yaml.Node) (Point, []error) {
 		case "note":
 			p.Note = s
 		case "batch":
-			b, err := strconv.Atoi(s)
-			if err != nil || b < 0 {
-				errf(v.Line, "batch %q is not a non-negative integer", s)
+			b, why := parseBatch(s)
+			if why != "" {
+				errf(v.Line, "batch %q %s", s, why)
 			}
 			p.Batch = b
 		case "value":
@@ -544,4 +544,18 @@ func where(p Point) string {
 		return fmt.Sprintf("line %d, %s %s", p.Line, p.Series, p.Metric)
 	}
 	return p.Series + " " + p.Metric
+}
+
+// parseBatch reads a point's batch, a history file's field and an imported
+// table's cell alike, saying why one is none: 0 is how a point says no
+// batch is stated (Point.Batch), so a batch of 0 would read as none.
+func parseBatch(s string) (int, string) {
+	b, err := strconv.Atoi(s)
+	switch {
+	case err != nil || b < 0:
+		return 0, "is not a whole number of sequences"
+	case b == 0:
+		return 0, "is no count of sequences (1 or more; leave it out where none is stated)"
+	}
+	return b, ""
 }

@@ -151,6 +151,9 @@ func TestLoadErrors(t *testing.T) {
 		{"negative.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  unit: tok/s\n  value: -3\n", "negative.yaml:6: value -3 is negative, and a rate cannot be"},
 		{"hugemax.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 1, unit: tok/s, qualifier: range, params: {max: 1e30}}\n", "hugemax.yaml:1: params.max: value 1e+30 is past 1e+18"},
 		// history import skips such a cell; a file written by hand is held to the same rule.
+		// 0 is how a point states no batch: written, it would read as none.
+		{"batch0.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 1, unit: tok/s, batch: 0}\n", `batch0.yaml:1: batch "0" is no count of sequences`},
+		{"batchneg.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 1, unit: tok/s, batch: -2}\n", `batchneg.yaml:1: batch "-2" is not a whole number of sequences`},
 		{"inverted.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 10, unit: tok/s, qualifier: \"~range\", params: {max: 5}}\n", "inverted.yaml:1: params.max 5 is below the value 10: a range's upper end cannot be below its start"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -364,6 +367,7 @@ func TestImportWrongCells(t *testing.T) {
 		{"feb 30", "| 2025-01-01 | 1 | 16 |\n| 2025-02-30 | 1 | 17 |\n", `line 6: table 1 (header at line 3), row 2, column "Date": date "2025-02-30" is no calendar date`},
 		{"no date", "| yesterday | 1 | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Date": date "yesterday" is not YYYY-MM-DD, YYYY-MM, YYYY or unknown`},
 		{"batch", "| 2025-01-01 | x | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Batch": batch "x" is not a whole number of sequences`},
+		{"batch 0", "| 2025-01-01 | 0 | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Batch": batch "0" is no count of sequences (1 or more; leave it out where none is stated)`},
 		{"negative", "| 2025-01-01 | 1 | -5 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "-5" is negative: a figure the history keeps is never below zero`},
 		{"too large", "| 2025-01-01 | 1 | 1e999 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "1e999" is beyond a float64's range`},
 		{"past any run", "| 2025-01-01 | 1 | 1e300 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "1e300": value 1e+300 is past 1e+18: no figure of a run is that large`},

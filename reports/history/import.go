@@ -493,9 +493,9 @@ func importRow(res *ImportResult, errs *[]string, at rowAt, defaults Point, sect
 			}
 			base.Component = normComponent(cell)
 		case "batch":
-			b, err := strconv.Atoi(cell)
-			if err != nil || b < 0 {
-				*errs = append(*errs, fmt.Sprintf("%s: batch %q is not a whole number of sequences", at.cell(header[c]), cell))
+			b, why := parseBatch(cell)
+			if why != "" {
+				*errs = append(*errs, fmt.Sprintf("%s: batch %q %s", at.cell(header[c]), cell, why))
 				continue
 			}
 			base.Batch = b
