@@ -228,7 +228,7 @@ func TestParamColumnsAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		cases := []results.Case{{Name: "mm/n=8", Key: "kernel/mm/k=4/m=1/n=8/op=matmul", Kind: results.CaseKernel,
-			Params: map[string]string{"op": "matmul", "m": "1", "n": "8", "k": "4"}}}
+			Params: map[string]string{"op": "matmul", "m": "1", "n": "8", "k": "4", "param_n": "x"}}}
 		if err := db.AddCases(id, cases); err != nil {
 			t.Fatal(err)
 		}
@@ -258,6 +258,11 @@ func TestParamColumnsAgree(t *testing.T) {
 			i := slices.Index(recs[0], "param_n")
 			if i < 0 || recs[1][i] != "8" {
 				t.Errorf("header %q: no param_n column holding 8", recs[0])
+			}
+			// A parameter named param_n (an import may hold one) keeps
+			// a column of its own, as n keeps its value.
+			if k := slices.Index(recs[0], "param_param_n"); k < 0 || recs[1][k] != "x" {
+				t.Errorf("header %q: no param_param_n column holding x", recs[0])
 			}
 			if j := slices.Index(recs[0], "n"); j >= 0 && recs[1][j] == "8" {
 				t.Errorf("header %q: the parameter n is column n", recs[0])

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/reports/stats"
@@ -58,9 +59,11 @@ var fixed = func() map[string]bool {
 	return m
 }()
 
-// ParamColumn is the column a case parameter is written to.
+// ParamColumn is the column a case parameter is written to: one of its
+// own for each name, so a parameter named param_n (an import may hold one)
+// is param_param_n beside a matmul's n, not a second param_n.
 func ParamColumn(name string) string {
-	if fixed[name] {
+	if fixed[name] || strings.HasPrefix(name, "param_") {
 		return "param_" + name
 	}
 	return name

@@ -33,3 +33,20 @@ func TestRawNulls(t *testing.T) {
 		})
 	}
 }
+
+// Each parameter has a column of its own: a name spelt like the column
+// another is renamed to is renamed too, so no two share one.
+func TestParamColumnOnePerName(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"batch", "batch"},
+		{"n", "param_n"},
+		{"median", "param_median"},
+		{"param_n", "param_param_n"},
+		{"param_batch", "param_param_batch"},
+		{"parameter", "parameter"},
+	} {
+		if got := ParamColumn(tc.name); got != tc.want {
+			t.Errorf("ParamColumn(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
