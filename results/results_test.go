@@ -563,6 +563,28 @@ func TestResolveRef(t *testing.T) {
 	}
 }
 
+// A reference that matches no run names the store's tag it is a likely
+// typo of, and no tag where none is close.
+func TestResolveRefNamesACloseTag(t *testing.T) {
+	db := openTemp(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, tag := range []string{"main", "main", "nightly", "pr-1234", ""} {
+		mustRun(t, db, Run{Tag: tag, StartedAt: t0.Add(time.Duration(i) * time.Hour)})
+	}
+	for _, tc := range []struct{ ref, want string }{
+		{"mian", `no run matches "mian" in ` + db.Path() + `: did you mean the tag "main"? (tried run id`},
+		{"nightyl", `: did you mean the tag "nightly"?`},
+		{"pr-1243", `: did you mean the tag "pr-1234"?`},
+		{"release", `no run matches "release" in ` + db.Path() + ` (tried run id`},
+		{"99", `no run matches "99" in ` + db.Path() + ` (tried run id`},
+	} {
+		_, err := db.ResolveRef(tc.ref)
+		if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ResolveRef(%q) = %v, want %q in it", tc.ref, err, tc.want)
+		}
+	}
+}
+
 // A reference into a store that holds no run says so and how runs get
 // there, not to list its runs.
 func TestResolveRefEmptyStore(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/internal/listarg"
+	"github.com/mtlbench/mtlbench/internal/suggest"
 )
 
 // Run statuses.
@@ -583,14 +584,37 @@ func (db *DB) ResolveRef(ref string) ([]int64, error) {
 	if err := db.q().QueryRow(`SELECT count(*) FROM runs`).Scan(&runs); err != nil {
 		return nil, fmt.Errorf("results: resolve %q: %w", ref, err)
 	}
-	return nil, &NoRunError{Ref: ref, Store: db.Path(), Empty: runs == 0}
+	tags, err := db.tags()
+	if err != nil {
+		return nil, fmt.Errorf("results: resolve %q: %w", ref, err)
+	}
+	return nil, &NoRunError{Ref: ref, Store: db.Path(), Empty: runs == 0, Tag: suggest.Closest(ref, tags)}
+}
+
+// tags lists the store's run tags, each once.
+func (db *DB) tags() ([]string, error) {
+	rows, err := db.q().Query(`SELECT DISTINCT tag FROM runs WHERE tag != '' ORDER BY tag`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tags []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		tags = append(tags, t)
+	}
+	return tags, rows.Err()
 }
 
 // NoRunError is a run reference that matches no run of a store. It is
 // ErrNotFound without saying so again after "no run matches".
 type NoRunError struct {
 	Ref, Store string
-	Empty      bool // the store holds no run at all
+	Empty      bool   // the store holds no run at all
+	Tag        string // a tag of the store Ref is a likely typo of, or ""
 }
 
 // Error names the store: a run looked for in the wrong one is the usual
@@ -601,8 +625,13 @@ func (e *NoRunError) Error() string {
 		return fmt.Sprintf("results: no run matches %q: %s holds no runs yet (record one with mtlbench run ci or mtlbench bench, or read an export in with mtlbench import)",
 			e.Ref, e.Store)
 	}
-	return fmt.Sprintf("results: no run matches %q in %s (tried run id, tag, \"latest\" and git commit prefix; mtlbench runs --db %s lists them)",
-		e.Ref, e.Store, e.Store)
+	hint := ""
+	if e.Tag != "" {
+		// A mistyped tag (mian for main) is the usual miss: name the tag.
+		hint = fmt.Sprintf(": did you mean the tag %q?", e.Tag)
+	}
+	return fmt.Sprintf("results: no run matches %q in %s%s (tried run id, tag, \"latest\" and git commit prefix; mtlbench runs --db %s lists them)",
+		e.Ref, e.Store, hint, e.Store)
 }
 
 func (e *NoRunError) Is(target error) bool { return target == ErrNotFound }
