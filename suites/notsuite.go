@@ -40,7 +40,7 @@ func readSuite(path string) ([]byte, error) {
 	if err != nil {
 		head = readfile.Head(path)
 	}
-	if e := notASuite(path, readfile.KindOf(head)); e != nil {
+	if e := NotAText(path, head, "a suite"); e != nil {
 		return nil, e
 	}
 	return data, err
@@ -80,10 +80,17 @@ func weightsHint(path string) string {
 	return "a checkpoint is the folder that holds it and its config.json: " + modelHint(shquote.Quote(dir))
 }
 
-// notASuite is the error for a suite path that holds a file of kind k,
-// naming the commands that read it; nil for Unknown, which the YAML parser
-// judges. It is an input error, as a folder given for a suite is.
-func notASuite(path string, k readfile.Kind) error { return NotA(path, k, "a suite") }
+// NotAText is the error for the file at path, whose first bytes are head,
+// given where what is wanted: NotA for a file of another kind, and for a
+// compressed one (an export sent as runs.jsonl.gz) its compression, with
+// the command that decompresses it. nil where neither tells: the reader
+// of what judges the file.
+func NotAText(path string, head []byte, what string) error {
+	if c, ok := readfile.Compression(head); ok {
+		return readfile.NotA(fmt.Sprintf("%s: %s-compressed, not %s (decompress it first: %s %s)", path, c.Name, what, c.File, shquote.Quote(path)))
+	}
+	return NotA(path, readfile.KindOf(head), what)
+}
 
 // NotA is the error for a file at path of kind k (its first bytes'
 // readfile.KindOf) given where what is wanted ("a suite", "an export
@@ -108,7 +115,7 @@ func NotA(path string, k readfile.Kind, what string) error {
 
 // NotAModel is the error for a model path (bench -m, generate --model, a
 // suite's model: {path: ...}) that is a regular file but no GGUF file, by
-// the rule a suite path of another kind is named (notASuite): the results
+// the rule a suite path of another kind is named (NotAText): the results
 // database, a safetensors file or another file of a checkpoint folder, or
 // a suite, with the commands that take it. It is an input error.
 func NotAModel(path string) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"io"
 	"os"
 	"path/filepath"
@@ -26,6 +27,7 @@ func badInputs(t *testing.T) map[string]string {
 		"st":     filepath.Join(dir, "model.safetensors"),
 		"gguf":   filepath.Join(dir, "notok.gguf"),
 		"none":   filepath.Join(dir, "nope.json"),
+		"gz":     filepath.Join(dir, "runs.jsonl.gz"),
 	}
 	store, err := results.OpenToWrite(p["db"])
 	if err != nil {
@@ -40,6 +42,11 @@ func badInputs(t *testing.T) map[string]string {
 	}
 	write(p["suite"], []byte("name: s\nmodel: {preset: qwen3-moe-mini}\ncases:\n  - name: c\n"))
 	write(p["empty"], nil)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte("{\"format\":\"mtlbench-run/2\"}\n"))
+	zw.Close()
+	write(p["gz"], gz.Bytes())
 	if err := os.Mkdir(p["folder"], 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +176,14 @@ func TestImportOfAnotherKind(t *testing.T) {
 		{"tune import - db", []string{"tune", "import", "-", "--dir", t.TempDir(), "<" + in["db"]}, "standard input: an SQLite database, not a tuned-config file"},
 		{"history import - safetensors", []string{"history", "import", "-", "--model", "m", "--source", "s", "--dry-run", "<" + in["st"]}, "standard input: a safetensors weights file, not a history page"},
 		{"import - gguf", []string{"import", "-", "<" + in["gguf"]}, "standard input: a GGUF model file, not an export file"},
+		// A compressed file (an export sent as runs.jsonl.gz) is named by
+		// its compression, with the command that decompresses it.
+		{"import gzip", []string{"import", in["gz"]}, in["gz"] + ": gzip-compressed, not an export file (decompress it first: gunzip -k " + in["gz"] + ")"},
+		{"import - gzip", []string{"import", "-", "<" + in["gz"]}, "standard input: gzip-compressed, not an export file (decompress it on its way in: gunzip -c)"},
+		{"peer import gzip", []string{"peer", "import", in["gz"]}, in["gz"] + ": gzip-compressed, not a peer's results (decompress it first: gunzip -k "},
+		{"tune import gzip", []string{"tune", "import", in["gz"], "--dir", t.TempDir()}, in["gz"] + ": gzip-compressed, not a tuned-config file"},
+		{"history import - gzip", []string{"history", "import", "-", "--model", "m", "--source", "s", "--dry-run", "<" + in["gz"]}, "standard input: gzip-compressed, not a history page"},
+		{"run gzip", []string{"run", in["gz"], "--backend", "cpu"}, in["gz"] + ": gzip-compressed, not a suite (decompress it first: gunzip -k "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Those that store runs are given a store, which they must not make.

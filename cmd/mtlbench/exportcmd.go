@@ -315,7 +315,7 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 			return nil, err
 		}
 	default:
-		if err := suites.NotA(path, k, "an export file"); err != nil {
+		if err := suites.NotAText(path, head, "an export file"); err != nil {
 			return nil, err
 		}
 	}

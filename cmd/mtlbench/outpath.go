@@ -67,7 +67,7 @@ func readInput(stdin io.Reader, path string, max int64, what string) (data []byt
 	if err != nil {
 		head = readfile.Head(path)
 	}
-	if e := suites.NotA(path, readfile.KindOf(head), what); e != nil {
+	if e := suites.NotAText(path, head, what); e != nil {
 		return nil, path, e
 	}
 	return data, path, err
@@ -158,6 +158,9 @@ func makeFolder(what, dir, why string) error {
 // in where what is wanted, as suites.NotA names a file of one, without the
 // commands that read it, which would need its path.
 func stdinOfAnotherKind(head []byte, what string) error {
+	if c, ok := readfile.Compression(head); ok {
+		return readfile.NotA(fmt.Sprintf("%s: %s-compressed, not %s (decompress it on its way in: %s)", stdinName, c.Name, what, c.Pipe))
+	}
 	if k := readfile.KindOf(head); k != readfile.Unknown {
 		return readfile.NotA(fmt.Sprintf("%s: %s, not %s", stdinName, k, what))
 	}

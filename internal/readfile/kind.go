@@ -1,6 +1,7 @@
 package readfile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
 	"os"
@@ -73,4 +74,37 @@ func Head(path string) []byte {
 	b := make([]byte, HeadLen)
 	n, _ := io.ReadFull(f, b)
 	return b[:n]
+}
+
+// Compressed is a compressed format a text file may travel in
+// (runs.jsonl.gz), with the commands that decompress a file of it: File
+// beside it (the path after it), Pipe from standard input to standard
+// output.
+type Compressed struct{ Name, File, Pipe string }
+
+// compressions are told by their magics, each holding bytes no text
+// begins with (a control byte, or one that is not UTF-8); bzip2's, which
+// is text, by its block magic after it, which no text file begins with.
+var compressions = []struct {
+	magic string
+	Compressed
+}{
+	{"\x1f\x8b", Compressed{"gzip", "gunzip -k", "gunzip -c"}},
+	{"\x28\xb5\x2f\xfd", Compressed{"zstd", "zstd -d", "zstd -dc"}},
+	{"\xfd7zXZ\x00", Compressed{"xz", "xz -dk", "xz -dc"}},
+	{"PK\x03\x04", Compressed{"zip", "unzip", "unzip -p"}},
+}
+
+// Compression is the compressed format head begins with, or false: a
+// compressed export, suite or table is read once decompressed.
+func Compression(head []byte) (Compressed, bool) {
+	for _, c := range compressions {
+		if bytes.HasPrefix(head, []byte(c.magic)) {
+			return c.Compressed, true
+		}
+	}
+	if len(head) >= 10 && string(head[:3]) == "BZh" && '1' <= head[3] && head[3] <= '9' && string(head[4:10]) == "1AY&SY" {
+		return Compressed{"bzip2", "bunzip2 -k", "bunzip2 -c"}, true
+	}
+	return Compressed{}, false
 }

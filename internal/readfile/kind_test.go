@@ -62,3 +62,31 @@ func TestHead(t *testing.T) {
 		}
 	}
 }
+
+// Compressed files are told by their magic; text that begins like one
+// is text.
+func TestCompression(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		head []byte
+		want string // "" for none
+	}{
+		{"gzip", []byte("\x1f\x8b\x08\x00\x00\x00\x00\x00"), "gzip"},
+		{"zstd", []byte("\x28\xb5\x2f\xfd\x24\x00"), "zstd"},
+		{"xz", []byte("\xfd7zXZ\x00\x00\x04"), "xz"},
+		{"zip", []byte("PK\x03\x04\x14\x00"), "zip"},
+		{"bzip2", []byte("BZh91AY&SY\x12\x34"), "bzip2"},
+		{"export", []byte(`{"format":"mtlbench-run/2"}`), ""},
+		{"text about bzip2", []byte("BZh9 is bzip2's magic\n"), ""},
+		{"text opening with PK", []byte("PK: 1\nname: x\n"), ""},
+		{"empty", nil, ""},
+	} {
+		c, ok := Compression(tc.head)
+		if c.Name != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: Compression(%q) = %q, %v, want %q", tc.name, tc.head, c.Name, ok, tc.want)
+		}
+		if ok && (c.File == "" || c.Pipe == "") {
+			t.Errorf("%s: no command decompresses it: %+v", tc.name, c)
+		}
+	}
+}
