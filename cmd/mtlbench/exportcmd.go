@@ -410,6 +410,12 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 				return nil, fmt.Errorf("%s:%d: the line ends (after %s) before its run does: the export was cut short mid-line; nothing was imported: export it again, or copy the whole file",
 					path, line, plural.Of(len(text), "byte"))
 			}
+			if t := string(bytes.TrimSpace(text)); t == "{" || t == "[" {
+				// One value over many lines, as --format json or jq .
+				// writes it, not a line cut short.
+				return nil, fmt.Errorf("%s:%d: a JSON value that goes on past its line (a file of --format json, or one pretty-printed by jq .), not an export line: an export holds one run a line, as `mtlbench export` writes it (jq -c keeps each on one); nothing was imported",
+					path, line)
+			}
 			return nil, fmt.Errorf("%s:%d: not an mtlbench export line: %v", path, line, jsonerr.ExplainLine(err, text))
 		}
 		// Newer formats were refused above, so a field this one lacks is a

@@ -59,7 +59,11 @@ func TestImportOfAnExportCutShort(t *testing.T) {
 		{"whole, from standard input", join(lines), true, "", n},
 		{"cut mid-line", lines[0][:len(lines[0])/2], false, "x.jsonl:1: the line ends (after " + strconv.Itoa(len(lines[0])/2) + " bytes) before its run does: the export was cut short mid-line", 0},
 		{"cut mid-line, from standard input", join(lines[:1]) + lines[1][:100], true, "standard input:2: the line ends (after 100 bytes) before its run does", 0},
-		{"a JSON file of many lines", "{\n  \"format\": \"mtlbench-run/2\"\n}\n", false, "x.jsonl:1: not an mtlbench export line: not valid JSON at column 1", 0},
+		// One value over many lines (jq ., show --format json) is said as
+		// such, not as JSON that ends at column 1.
+		{"a JSON file of many lines", "{\n  \"format\": \"mtlbench-run/2\"\n}\n", false, "x.jsonl:1: a JSON value that goes on past its line (a file of --format json, or one pretty-printed by jq .), not an export line", 0},
+		{"a JSON array of many lines", "[\n  {\n    \"run\": 1\n  }\n]\n", false, "x.jsonl:1: a JSON value that goes on past its line", 0},
+		{"an export line pretty-printed", strings.Replace(lines[0], `{"format":`, "{\n\"format\":", 1) + join(lines[1:]), false, "x.jsonl:1: a JSON value that goes on past its line", 0},
 		{"cut after its first run", join(lines[:1]), false, "x.jsonl:1: the export ends without its closing line (the count of its runs), after 1 run from line 1 on: it was cut short", 0},
 		{"cut before its closing line", join(lines[:n]), false, "x.jsonl:" + strconv.Itoa(n) + ": the export ends without its closing line", 0},
 		{"cut, from standard input", join(lines[:1]), true, "standard input:1: the export ends without its closing line", 0},
