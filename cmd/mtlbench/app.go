@@ -149,7 +149,35 @@ func unknownFlag(c *cli.Context, name string) string {
 		}
 		return fmt.Sprintf("unknown flag %s (did you mean --%s?)", flag, best)
 	}
+	// Given before a command's name (mtlbench --db r.db runs), a flag of
+	// the commands is not the program's: say where it goes.
+	subs := c.App.Commands
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		subs = c.Command.Subcommands
+	}
+	var takers []string
+	for _, cmd := range subs {
+		if !cmd.Hidden && findFlag(cmd.Flags, name) != nil {
+			takers = append(takers, cmd.Name)
+		}
+	}
+	if len(takers) > 0 {
+		those := strings.Join(takers, ", ")
+		if len(takers) > 3 {
+			those = strings.Join(takers[:3], ", ") + "..."
+		}
+		return fmt.Sprintf("unknown flag %s: a flag of %s, given after the command's name (%s %s %s ...)", flag, those, commandPath(c), takers[0], flag)
+	}
 	return "unknown flag " + flag
+}
+
+// commandPath is the program and the commands c is in: "mtlbench tune".
+func commandPath(c *cli.Context) string {
+	path := []string{c.App.Name}
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		path = append(path, c.Command.Name)
+	}
+	return strings.Join(path, " ")
 }
 
 // invalidValueRE is the flag package's error for a value its flag cannot

@@ -521,6 +521,10 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"runs", "--limt", "3"}, "runs: unknown flag --limt (did you mean --limit?) (see `mtlbench runs --help`)"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--repetition", "3"}, "bench: unknown flag --repetition (did you mean --repetitions?)"},
 		{[]string{"models", "-x"}, "models: unknown flag -x (see `mtlbench models --help`)"},
+		// A command's flag given before the command's name says where it goes.
+		{[]string{"--db", "r.db", "runs"}, "unknown flag --db: a flag of run, bench, runs..., given after the command's name (mtlbench run --db ...) (see `mtlbench --help`)"},
+		{[]string{"--format", "csv", "show", "1"}, "unknown flag --format: a flag of models, run, bench..., given after the command's name (mtlbench models --format ...)"},
+		{[]string{"suites", "--format", "csv", "list"}, "suites: unknown flag --format: a flag of list, given after the command's name (mtlbench suites list --format ...)"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "0"}, "--block-size 0: the KV cache takes blocks of 8, 16 or 32 tokens"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "-5"}, "--moe-chunk -5: want 1 to 16777216 (token, expert) pairs a chunk"},
 		// 0 ran the default chunk of 64 under a flag that asked for none.
