@@ -224,8 +224,8 @@ func isReadOnlyErr(err error) bool {
 }
 
 // OpenReadOnly opens an existing database for reading only: nothing is
-// created, migrated or written. Its schema must be the latest (an older one
-// needs Open, with write access, to be upgraded) and mtlbench's.
+// created, migrated or written. It must be mtlbench's; one at an older
+// schema version is read through an upgraded private copy (readUpgraded).
 func OpenReadOnly(path string) (*DB, error) {
 	db, err := openReadOnly(path, Options{})
 	if err != nil && isFileFault(err) {
@@ -281,12 +281,47 @@ func openReadOnly(path string, o Options) (*DB, error) {
 			db.Close()
 			return nil, tooNew(abs, v, len(migrations))
 		case v < len(migrations):
-			db.Close()
-			return nil, fmt.Errorf("results: %s is read-only and at schema version %d; this mtlbench reads version %d and must upgrade it first: make it writable once", abs, v, len(migrations))
+			defer db.Close()
+			return readUpgraded(db, abs, v, o)
 		}
 		return &DB{sql: db, path: abs, readOnly: true, busy: o.busy()}, nil
 	}
 	return nil, fmt.Errorf("results: open %s read-only: %w", abs, last)
+}
+
+// readUpgraded reads a store at an older schema version v, which this
+// process may not upgrade in place, through a private copy upgraded to the
+// latest one: results already measured stay readable (docs/data.md,
+// "Other commands"). The copy is taken away as the store is closed.
+func readUpgraded(src *sql.DB, abs string, v int, o Options) (_ *DB, err error) {
+	dir, err := os.MkdirTemp("", "mtlbench-store-")
+	if err != nil {
+		return nil, fmt.Errorf("results: %s is read-only and at schema version %d, older than this mtlbench's %d; copy it to upgrade a copy: %w", abs, v, len(migrations), err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	cp := filepath.Join(dir, filepath.Base(abs))
+	// VACUUM INTO reads one consistent snapshot, through a read-only connection.
+	if _, err := src.Exec(`VACUUM INTO ?`, cp); err != nil {
+		return nil, fmt.Errorf("results: copy %s (read-only, schema version %d) to upgrade it in %s: %w", abs, v, dir, err)
+	}
+	up, err := openWith(cp, migrations, o)
+	if err != nil {
+		return nil, fmt.Errorf("results: upgrade a copy of %s (read-only, schema version %d): %w", abs, v, err)
+	}
+	if err := up.Close(); err != nil {
+		return nil, err
+	}
+	db, err := openReadOnly(cp, o)
+	if err != nil {
+		return nil, err
+	}
+	db.path = abs
+	db.OnClose(func() { os.RemoveAll(dir) })
+	return db, nil
 }
 
 // ErrUnreadWAL: a database in a folder this process may not write holds
