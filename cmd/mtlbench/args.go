@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mtlbench/mtlbench/internal/homepath"
 	"github.com/urfave/cli/v2"
 )
 
@@ -255,6 +256,38 @@ func joinLists(app *cli.App, args []string) []string {
 func pathFlag(f cli.Flag) bool {
 	sf, ok := f.(*cli.StringFlag)
 	return ok && sf.TakesFile
+}
+
+// expandHome reads a leading ~ or ~/ in every path flag's value (pathFlag)
+// as the home folder, as suites read a model path (internal/homepath): a
+// shell expands ~ only at a word's start, so -m=~/x and --db=~/r.db came
+// through as a folder named ~. ~user is refused, naming the flag.
+func expandHome(app *cli.App, args []string) ([]string, error) {
+	if len(args) < 2 {
+		return args, nil
+	}
+	cl := tokenize(app, args)
+	for i, t := range cl.tokens {
+		if t.kind != tokFlag || t.flag == nil || !t.hasValue || !pathFlag(t.flag) {
+			continue
+		}
+		x, err := homepath.Expand(t.value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: --%s %s: %w", cl.pathNames(), t.flag.Names()[0], t.value, err)
+		}
+		if x == t.value {
+			continue
+		}
+		a := slices.Clone(t.args)
+		if len(a) == 2 { // the flag and its value given apart
+			a[1] = x
+		} else {
+			name, _, _ := strings.Cut(a[0], "=")
+			a[0] = name + "=" + x
+		}
+		cl.tokens[i].args = a
+	}
+	return cl.args(cl.tokens), nil
 }
 
 // spellsFlag says whether value is what the parser would read as one of

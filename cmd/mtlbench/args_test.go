@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/results"
 	"github.com/urfave/cli/v2"
 )
 
@@ -230,5 +232,81 @@ func TestPathFlagGivenAFlag(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("files written: %v", ents)
+	}
+}
+
+// Every path flag (pathFlag) of every command reads a leading ~ or ~/ as
+// the home folder, given after = too, where no shell expands it
+// (bench -m=~/x, generate --model=~/x): it named a folder called ~. ~user
+// is refused, naming the flag.
+func TestPathFlagsReadHome(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	type tc struct {
+		args []string
+		want string // the value the command reads; "" for an error
+		long string // the flag's name the error gives
+	}
+	var cases []tc
+	var walk func(path []string, cmds []*cli.Command)
+	walk = func(path []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			p := append(slices.Clone(path), c.Name)
+			for _, f := range c.Flags {
+				if !pathFlag(f) {
+					continue
+				}
+				long := "--" + f.Names()[0]
+				for _, n := range f.Names() {
+					flag := "--" + n
+					if len(n) == 1 {
+						flag = "-" + n
+					}
+					cases = append(cases,
+						tc{append(slices.Clone(p), flag+"=~/x"), flag + "=" + home + "/x", long},
+						tc{append(slices.Clone(p), flag+"=~"), flag + "=" + home, long},
+						tc{append(slices.Clone(p), flag, "~/x"), home + "/x", long},
+						tc{append(slices.Clone(p), flag+"=./~/x"), flag + "=./~/x", long},
+						tc{append(slices.Clone(p), flag+"=~bob/x"), "", long})
+				}
+			}
+			walk(p, c.Subcommands)
+		}
+	}
+	walk(nil, newApp(nil, nil).Commands)
+	if len(cases) < 100 {
+		t.Fatalf("only %d cases: the app's path flags were not found", len(cases))
+	}
+	for _, tc := range cases {
+		got, err := expandHome(newApp(nil, nil), append([]string{"mtlbench"}, tc.args...))
+		switch {
+		case tc.want == "":
+			if err == nil || !strings.Contains(err.Error(), tc.long+" ~bob/x: only ~ and ~/") {
+				t.Errorf("%q: %q, %v; want an error naming the flag", tc.args, got, err)
+			}
+		case err != nil || got[len(got)-1] != tc.want:
+			t.Errorf("%q: %q, %v; want the last argument %q", tc.args, got, err, tc.want)
+		}
+	}
+
+	// and the command reads it so: export writes into the home folder
+	t.Chdir(t.TempDir())
+	store := filepath.Join(t.TempDir(), "r.db")
+	db, err := results.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateRun(&results.Run{SuiteName: "s", Status: results.RunComplete}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, stderr, err := mtl(t, "export", "--db", store, "--out=~/runs.jsonl"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(home, "runs.jsonl")); err != nil {
+		t.Errorf("export --out=~/runs.jsonl: %v", err)
+	}
+	if _, err := os.Stat("~"); err == nil {
+		t.Error("export --out=~/runs.jsonl made a folder named ~")
 	}
 }

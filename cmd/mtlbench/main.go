@@ -77,7 +77,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := checkFlagArgs(app, args); err != nil {
 		return err
 	}
-	err := app.Run(interspersed(app, args))
+	args, err := expandHome(app, args)
+	if err != nil {
+		return err
+	}
+	err = app.Run(interspersed(app, args))
 	if err == nil && out.err != nil {
 		err = out.err
 	}
