@@ -550,12 +550,16 @@ func ParseSLO(s string) (map[string]float64, error) {
 }
 
 // pairs splits a comma list of key:value items (a sampling, an slo), each
-// read without the spaces around it, as a range string's items are
-// (internal/listarg): "ttft:500, tpot:50" is "ttft:500,tpot:50".
+// read without the spaces around it or around its colon, as a range
+// string's items are (internal/listarg): "ttft: 500, tpot:50" is
+// "ttft:500,tpot:50".
 func pairs(s string) []string {
 	items := strings.Split(s, ",")
 	for i, it := range items {
 		items[i] = strings.TrimSpace(it)
+		if k, v, ok := strings.Cut(items[i], ":"); ok {
+			items[i] = strings.TrimSpace(k) + ":" + strings.TrimSpace(v)
+		}
 	}
 	return items
 }

@@ -1326,8 +1326,9 @@ func TestThresholdsDrawFew(t *testing.T) {
 }
 
 // A value written as a comma list of key:value items (a sampling, an slo)
-// reads an item with spaces around it as the item, as a range string's
-// items are read (internal/listarg), and keys it one way.
+// reads an item with spaces around it, or around its colon, as the item,
+// as a range string's items are read (internal/listarg), and keys it one
+// way: "temperature: 0.5" was refused where "top_k:3, seed:1" was read.
 func TestCommaListItemSpaces(t *testing.T) {
 	tests := []struct {
 		name, params, key string
@@ -1335,6 +1336,11 @@ func TestCommaListItemSpaces(t *testing.T) {
 		{"slo", `{slo: "ttft:500, tpot:50"}`, "model/c/slo=ttft:500,tpot:50"},
 		{"slo spaced both sides", `{slo: " e2el:900 ,ttft:500 "}`, "model/c/slo=ttft:500,e2el:900"},
 		{"sampling", `{sampling: "temperature:0.5, top_k:3"}`, "model/c/sampling=temperature:0.5,top_k:3"},
+		// spaces around the colon inside an item, as around the comma
+		{"sampling, a space after the colon", `{sampling: "temperature: 0.5,top_k: 5"}`, "model/c/sampling=temperature:0.5,top_k:5"},
+		{"sampling, spaces both sides of the colon", `{sampling: "temperature : 0.5 , seed :7"}`, "model/c/sampling=temperature:0.5,seed:7"},
+		{"slo, a space after the colon", `{slo: "tpot: 50, ttft: 500"}`, "model/c/slo=ttft:500,tpot:50"},
+		{"slo, a space before the colon", `{slo: "e2el :900"}`, "model/c/slo=e2el:900"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
