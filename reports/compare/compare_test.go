@@ -88,24 +88,51 @@ func TestCompareRows(t *testing.T) {
 	}
 }
 
-func TestCompareRunChecks(t *testing.T) {
-	side := func(runs ...Run) *Side {
-		s := NewSide("S")
-		for _, r := range runs {
-			s.AddRun(r)
-		}
-		return s
+// pooled pools runs into one side of a comparison.
+func pooled(runs ...Run) *Side {
+	s := NewSide("S")
+	for _, r := range runs {
+		s.AddRun(r)
 	}
+	return s
+}
+
+// checkNote compares a with b, and gates b on a, and checks the note
+// holding marker: compare's is want alone (none where want is ""), gate's
+// holds it.
+func checkNote(t *testing.T, name string, a, b *Side, marker, want string) {
+	t.Helper()
+	c := Compare(a, b, Options{})
+	var got []string
+	for _, n := range table.NoteTexts(c.Notes) {
+		if strings.Contains(n, marker) {
+			got = append(got, n)
+		}
+	}
+	var wants []string
+	if want != "" {
+		wants = []string{want}
+	}
+	if !slices.Equal(got, wants) || c.NotComparable != "" {
+		t.Errorf("%s: notes %q (not comparable %q), want %q", name, got, c.NotComparable, wants)
+	}
+	g := Gate(a, b, GateOptions{})
+	if n := strings.Join(table.NoteTexts(g.Notes), "\n"); want != "" && !strings.Contains(n, want) {
+		t.Errorf("%s: gate notes %q, want %q", name, n, want)
+	}
+}
+
+func TestCompareRunChecks(t *testing.T) {
 	for _, tc := range []struct {
 		a, b   *Side
 		reason string
 		note   string
 	}{
-		{side(Run{ID: 1}), side(Run{ID: 2, Emulated: true}), "emulated", ""},
-		{side(Run{ID: 1}, Run{ID: 3, Emulated: true}), side(Run{ID: 2}), "pools emulated and real", ""},
-		{side(Run{ID: 1, TimingMode: "profile"}), side(Run{ID: 2}), "profile timings", ""},
-		{side(Run{ID: 1, Backend: "cpu"}), side(Run{ID: 2, Backend: "metal"}), "", "different backends (cpu, metal)"},
-		{side(Run{ID: 1, Machine: "M2"}), side(Run{ID: 2, Machine: "M3"}), "", "different machines"},
+		{pooled(Run{ID: 1}), pooled(Run{ID: 2, Emulated: true}), "emulated", ""},
+		{pooled(Run{ID: 1}, Run{ID: 3, Emulated: true}), pooled(Run{ID: 2}), "pools emulated and real", ""},
+		{pooled(Run{ID: 1, TimingMode: "profile"}), pooled(Run{ID: 2}), "profile timings", ""},
+		{pooled(Run{ID: 1, Backend: "cpu"}), pooled(Run{ID: 2, Backend: "metal"}), "", "different backends (cpu, metal)"},
+		{pooled(Run{ID: 1, Machine: "M2"}), pooled(Run{ID: 2, Machine: "M3"}), "", "different machines"},
 	} {
 		c := Compare(tc.a, tc.b, Options{})
 		if tc.reason != "" && !strings.Contains(c.NotComparable, tc.reason) || tc.reason == "" && c.NotComparable != "" {
@@ -579,13 +606,6 @@ func TestParamDiffLeavesOutTheSameWork(t *testing.T) {
 // off) are a note, not a verdict; runs stored before the notes were
 // recorded (none) say nothing.
 func TestCompareNotesBackendNotes(t *testing.T) {
-	side := func(runs ...Run) *Side {
-		s := NewSide("S")
-		for _, r := range runs {
-			s.AddRun(r)
-		}
-		return s
-	}
 	const on, off = "sm_90, graphs on", "sm_90, graphs off"
 	if r := RunOf(&results.Run{ID: 1, BackendNotes: on}); r.BackendNotes != on {
 		t.Errorf("a stored run's backend notes read as %q, want %q", r.BackendNotes, on)
@@ -595,32 +615,15 @@ func TestCompareNotesBackendNotes(t *testing.T) {
 		a, b *Side
 		want string
 	}{
-		{"differ", side(Run{ID: 1, BackendNotes: on}), side(Run{ID: 2, BackendNotes: off}),
+		{"differ", pooled(Run{ID: 1, BackendNotes: on}), pooled(Run{ID: 2, BackendNotes: off}),
 			"the runs' backends ran with different notes (run 1: sm_90, graphs on; run 2: sm_90, graphs off): the change may come from a backend switch, not the build"},
-		{"a side pools both", side(Run{ID: 1, BackendNotes: on}, Run{ID: 3, BackendNotes: off}), side(Run{ID: 2, BackendNotes: on}),
+		{"a side pools both", pooled(Run{ID: 1, BackendNotes: on}, Run{ID: 3, BackendNotes: off}), pooled(Run{ID: 2, BackendNotes: on}),
 			"the runs' backends ran with different notes (runs 1,2: sm_90, graphs on; run 3: sm_90, graphs off): the change may come from a backend switch, not the build"},
-		{"same", side(Run{ID: 1, BackendNotes: on}), side(Run{ID: 2, BackendNotes: on}), ""},
-		{"one stored before notes", side(Run{ID: 1}), side(Run{ID: 2, BackendNotes: off}), ""},
-		{"none", side(Run{ID: 1}), side(Run{ID: 2}), ""},
+		{"same", pooled(Run{ID: 1, BackendNotes: on}), pooled(Run{ID: 2, BackendNotes: on}), ""},
+		{"one stored before notes", pooled(Run{ID: 1}), pooled(Run{ID: 2, BackendNotes: off}), ""},
+		{"none", pooled(Run{ID: 1}), pooled(Run{ID: 2}), ""},
 	} {
-		c := Compare(tc.a, tc.b, Options{})
-		var got []string
-		for _, n := range table.NoteTexts(c.Notes) {
-			if strings.Contains(n, "backends ran with different notes") {
-				got = append(got, n)
-			}
-		}
-		var want []string
-		if tc.want != "" {
-			want = []string{tc.want}
-		}
-		if !slices.Equal(got, want) || c.NotComparable != "" {
-			t.Errorf("%s: notes %q (not comparable %q), want %q", tc.name, got, c.NotComparable, want)
-		}
-		g := Gate(tc.a, tc.b, GateOptions{})
-		if n := strings.Join(table.NoteTexts(g.Notes), "\n"); tc.want != "" && !strings.Contains(n, tc.want) {
-			t.Errorf("%s: gate notes %q, want %q", tc.name, n, tc.want)
-		}
+		checkNote(t, tc.name, tc.a, tc.b, "backends ran with different notes", tc.want)
 	}
 }
 
@@ -628,13 +631,6 @@ func TestCompareNotesBackendNotes(t *testing.T) {
 // carry the run's count: a note says so, in compare and gate alike; runs
 // stored before the count was recorded say nothing.
 func TestCompareNotesThreads(t *testing.T) {
-	side := func(runs ...Run) *Side {
-		s := NewSide("S")
-		for _, r := range runs {
-			s.AddRun(r)
-		}
-		return s
-	}
 	if r := RunOf(&results.Run{ID: 1, Threads: "1"}); r.Threads != "1" {
 		t.Errorf("a stored run's threads read as %q, want %q", r.Threads, "1")
 	}
@@ -643,31 +639,14 @@ func TestCompareNotesThreads(t *testing.T) {
 		a, b *Side
 		want string
 	}{
-		{"differ", side(Run{ID: 1, Threads: "1"}), side(Run{ID: 2, Threads: "default"}),
+		{"differ", pooled(Run{ID: 1, Threads: "1"}), pooled(Run{ID: 2, Threads: "default"}),
 			"the runs were made with different --threads (run 1: 1; run 2: default): the change may come from the thread count, not the build"},
-		{"a side pools both", side(Run{ID: 1, Threads: "4"}, Run{ID: 3, Threads: "2"}), side(Run{ID: 2, Threads: "4"}),
+		{"a side pools both", pooled(Run{ID: 1, Threads: "4"}, Run{ID: 3, Threads: "2"}), pooled(Run{ID: 2, Threads: "4"}),
 			"the runs were made with different --threads (runs 1,2: 4; run 3: 2): the change may come from the thread count, not the build"},
-		{"same", side(Run{ID: 1, Threads: "default"}), side(Run{ID: 2, Threads: "default"}), ""},
-		{"one stored before threads", side(Run{ID: 1}), side(Run{ID: 2, Threads: "1"}), ""},
-		{"none", side(Run{ID: 1}), side(Run{ID: 2}), ""},
+		{"same", pooled(Run{ID: 1, Threads: "default"}), pooled(Run{ID: 2, Threads: "default"}), ""},
+		{"one stored before threads", pooled(Run{ID: 1}), pooled(Run{ID: 2, Threads: "1"}), ""},
+		{"none", pooled(Run{ID: 1}), pooled(Run{ID: 2}), ""},
 	} {
-		c := Compare(tc.a, tc.b, Options{})
-		var got []string
-		for _, n := range table.NoteTexts(c.Notes) {
-			if strings.Contains(n, "different --threads") {
-				got = append(got, n)
-			}
-		}
-		var want []string
-		if tc.want != "" {
-			want = []string{tc.want}
-		}
-		if !slices.Equal(got, want) || c.NotComparable != "" {
-			t.Errorf("%s: notes %q (not comparable %q), want %q", tc.name, got, c.NotComparable, want)
-		}
-		g := Gate(tc.a, tc.b, GateOptions{})
-		if n := strings.Join(table.NoteTexts(g.Notes), "\n"); tc.want != "" && !strings.Contains(n, tc.want) {
-			t.Errorf("%s: gate notes %q, want %q", tc.name, n, tc.want)
-		}
+		checkNote(t, tc.name, tc.a, tc.b, "different --threads", tc.want)
 	}
 }
