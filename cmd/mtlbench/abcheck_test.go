@@ -59,14 +59,7 @@ func TestABBackendCheckNoticeAndCancel(t *testing.T) {
 	go func() {
 		done <- abBackendOpens(ctx, abSide{label: "baseline", bin: bin}, "metal-emu", time.Minute, &w)
 	}()
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(dir, "child.pid")); err == nil {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("the binary did not start its child")
-		}
-	}
+	waitForChild(t, dir)
 	cancel()
 	select {
 	case <-done:
@@ -116,14 +109,7 @@ func TestABStopLeavesNoProcess(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- tc.run(ctx, bin, dir) }()
-			for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				if _, err := os.Stat(filepath.Join(dir, "child.pid")); err == nil {
-					break
-				}
-				if time.Now().After(end) {
-					t.Fatal("the binary did not start its child")
-				}
-			}
+			waitForChild(t, dir)
 			cancel()
 			select {
 			case <-done:
@@ -138,5 +124,19 @@ func TestABStopLeavesNoProcess(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// waitForChild waits up to 5 s for a test binary's script to say, in
+// dir/child.pid, that it started its child.
+func waitForChild(t *testing.T, dir string) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "child.pid")); err == nil {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatal("the binary did not start its child")
+		}
 	}
 }
