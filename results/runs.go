@@ -593,20 +593,24 @@ func (db *DB) ResolveRef(ref string) ([]int64, error) {
 
 // tags lists the store's run tags, each once.
 func (db *DB) tags() ([]string, error) {
-	rows, err := db.q().Query(`SELECT DISTINCT tag FROM runs WHERE tag != '' ORDER BY tag`)
+	return column[string](db.q().Query(`SELECT DISTINCT tag FROM runs WHERE tag != '' ORDER BY tag`))
+}
+
+// column reads a query's one column, each row's value in order.
+func column[T any](rows *sql.Rows, err error) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var tags []string
+	var out []T
 	for rows.Next() {
-		var t string
-		if err := rows.Scan(&t); err != nil {
+		var v T
+		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		tags = append(tags, t)
+		out = append(out, v)
 	}
-	return tags, rows.Err()
+	return out, rows.Err()
 }
 
 // NoRunError is a run reference that matches no run of a store. It is
@@ -640,24 +644,16 @@ func (e *NoRunError) Is(target error) bool { return target == ErrNotFound }
 // as git refuses an ambiguous one: pooled, their figures would read as one
 // commit's. A short and a full spelling of one commit are one.
 func (db *DB) oneCommit(prefix string) error {
-	rows, err := db.q().Query(`SELECT DISTINCT git_commit FROM runs WHERE substr(git_commit, 1, length(?1)) = ?1 ORDER BY length(git_commit) DESC`,
-		strings.ToLower(prefix))
+	all, err := column[string](db.q().Query(`SELECT DISTINCT git_commit FROM runs WHERE substr(git_commit, 1, length(?1)) = ?1 ORDER BY length(git_commit) DESC`,
+		strings.ToLower(prefix)))
 	if err != nil {
 		return fmt.Errorf("results: resolve %q: %w", prefix, err)
 	}
-	defer rows.Close()
 	var commits []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			return err
-		}
+	for _, c := range all {
 		if !slices.ContainsFunc(commits, func(long string) bool { return strings.HasPrefix(long, c) }) {
 			commits = append(commits, c)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	if len(commits) > 1 {
 		slices.Sort(commits)
@@ -697,20 +693,11 @@ func (db *DB) runIDs(where string, limit int, args ...any) ([]int64, error) {
 	if limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, limit)
 	}
-	rows, err := db.q().Query(q, args...)
+	ids, err := column[int64](db.q().Query(q, args...))
 	if err != nil {
 		return nil, fmt.Errorf("results: resolve run: %w", err)
 	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return ids, nil
 }
 
 func isHex(s string) bool {
