@@ -43,9 +43,15 @@ __attribute__((noinline)) float pick(bool c, float v) {
 // lane's result, as float or uint bits. The rule holds whatever clang
 // inlines (-O0: nothing) and with either fiber switch.
 func TestDivergentHelper(t *testing.T) {
+	eachBuild(t, checkDivergentHelper)
+}
+
+// eachBuild runs check on a device of each build a simd rule must hold in:
+// the default, -O0 (clang inlines nothing) and the ucontext fiber switch.
+func eachBuild(t *testing.T, check func(*testing.T, *emu.Device)) {
 	for _, cflags := range [][]string{nil, {"-O0"}, {"-DMSL_EMU_UCONTEXT"}} {
 		t.Run(fmt.Sprint(cflags), func(t *testing.T) {
-			checkDivergentHelper(t, newDevice(t, emu.Options{CFlags: cflags}))
+			check(t, newDevice(t, emu.Options{CFlags: cflags}))
 		})
 	}
 }

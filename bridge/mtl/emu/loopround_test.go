@@ -45,11 +45,7 @@ __attribute__((noinline)) uint rounds_of_ni(device uint* o, uint i, uint n, uint
 // a GPU runs them, which lanes run the operation in each. Built as
 // TestDivergentHelper builds its kernels.
 func TestLoopRounds(t *testing.T) {
-	for _, cflags := range [][]string{nil, {"-O0"}, {"-DMSL_EMU_UCONTEXT"}} {
-		t.Run(fmt.Sprint(cflags), func(t *testing.T) {
-			checkLoopRounds(t, newDevice(t, emu.Options{CFlags: cflags}))
-		})
-	}
+	eachBuild(t, checkLoopRounds)
 }
 
 func checkLoopRounds(t *testing.T, dev *emu.Device) {
