@@ -163,26 +163,16 @@ func ownKey(c Case, name string) string {
 	return caseKey(own)
 }
 
-// caseKey is "kind/group/a=1/b=2" over all parameters sorted by name, so
-// the same case gets the same key however the YAML is ordered.
+// caseKey is "kind/group/a=1/b=2" over the parameters sorted by name, so
+// the same case gets the same key however the YAML is ordered, less those
+// at their default (Key, keyDefaults), so it gets the same key whether a
+// default was written or left out.
 func caseKey(c Case) string {
-	names := make([]string, 0, len(c.Params))
-	for k := range c.Params {
-		names = append(names, k)
+	vals := make(map[string]string, len(c.Params))
+	for k, v := range c.Params {
+		vals[k] = canon(k, v)
 	}
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString(c.Kind + "/" + c.Group)
-	for _, k := range names {
-		// A depth of 0 is no depth: the case runs what one without it runs
-		// (bench -d 0,512's first case, a peer's depth-0 test), so it is
-		// keyed the same.
-		if k == ParamDepth && c.Kind == KindModel && c.Params[k].IsNum && c.Params[k].Int == 0 {
-			continue
-		}
-		b.WriteString("/" + k + "=" + canon(k, c.Params[k]))
-	}
-	return b.String()
+	return Key(c.Kind, c.Group, vals)
 }
 
 // aliases files a kernel case's alias under its op's own name (matmul's

@@ -43,7 +43,10 @@ func RunVocab(params []map[string]string) int {
 //     model case's sampling leaves out a top_k of vocab or more;
 //   - a witness_gpu of its chip's largest bin is the chip alone
 //     (applegpu.Key): a run stored before keyed "M4 Max 40-core" as
-//     M4-Max-40-core, which "M4 Max" runs too.
+//     M4-Max-40-core, which "M4 Max" runs too;
+//   - a parameter at its default is left out (keyDefaults): a run stored
+//     before keyed a suite's batch: 1 as batch=1, which a case without
+//     a batch runs too.
 //
 // The stored rows keep the keys they were written with. A key that is not
 // one a suite makes (a peer import's) is returned as it is, and so are the
@@ -64,51 +67,54 @@ func StoredKeys(keys []string, vocab int) []string {
 	return out
 }
 
+// RunKeys are the keys of one stored run's cases read as StoredKeys reads
+// them, a top_k against the vocabulary the run recorded (RunVocab), given
+// each case's key and recorded parameters: how compare, gate and show read
+// a stored run.
+func RunKeys(keys []string, params []map[string]string) []string {
+	return StoredKeys(keys, RunVocab(params))
+}
+
 // storedKey is StoredKeys' rewriting of one key.
 func storedKey(key string, vocab int) string {
 	parts := strings.Split(key, "/")
-	if len(parts) < 2 {
+	if len(parts) < 2 || parts[0] != KindModel && parts[0] != KindKernel {
 		return key
 	}
-	if parts[0] == KindModel || parts[0] == KindKernel {
-		for i, part := range parts[2:] {
-			if v, ok := strings.CutPrefix(part, ParamWitnessGPU+"="); ok {
-				if k := applegpu.Key(v); k != "" {
-					parts[i+2] = ParamWitnessGPU + "=" + k
-				}
-			}
-		}
-		key = strings.Join(parts, "/")
-	}
-	switch parts[0] {
-	case KindModel:
-		if vocab > 0 {
-			key, _ = unlimitTopK(key, vocab)
-		}
-		return key
-	case KindKernel:
-	default:
-		return key
-	}
-	c := Case{Kind: KindKernel, Group: parts[1], Params: make(map[string]Value, len(parts)-2)}
+	kind, group := parts[0], parts[1]
+	vals := make(map[string]string, len(parts)-2)
 	for _, part := range parts[2:] {
 		name, v, ok := strings.Cut(part, "=")
-		if !ok {
+		if _, dup := vals[name]; !ok || dup {
 			return key // not a key expansion made
 		}
-		c.Params[name] = Value{Raw: v}
+		vals[name] = v
 	}
-	c.Op = ops.ID(c.Params[ParamOp].Raw)
-	if _, ok := ops.Lookup(c.Op); !ok {
-		return key
-	}
-	kept := parts[:2]
-	for _, part := range parts[2:] {
-		name, _, _ := strings.Cut(part, "=")
-		if _, known := params[name]; known && !reads(c, name) {
-			continue
+	if v, ok := vals[ParamWitnessGPU]; ok {
+		if k := applegpu.Key(v); k != "" {
+			vals[ParamWitnessGPU] = k
 		}
-		kept = append(kept, part)
 	}
-	return strings.Join(kept, "/")
+	switch kind {
+	case KindModel:
+		if v, ok := vals[ParamSampling]; ok && vocab > 0 {
+			seg, _ := unlimitTopK(group+"/"+ParamSampling+"="+v, vocab)
+			vals[ParamSampling] = strings.TrimPrefix(seg, group+"/"+ParamSampling+"=")
+		}
+	case KindKernel:
+		c := Case{Kind: KindKernel, Group: group, Params: make(map[string]Value, len(vals))}
+		for name, v := range vals {
+			c.Params[name] = Value{Raw: v}
+		}
+		c.Op = ops.ID(vals[ParamOp])
+		if _, ok := ops.Lookup(c.Op); !ok {
+			return key
+		}
+		for name := range vals {
+			if _, known := params[name]; known && !reads(c, name) {
+				delete(vals, name)
+			}
+		}
+	}
+	return Key(kind, group, vals)
 }

@@ -137,15 +137,15 @@ func TestExpansion(t *testing.T) {
 				"g/gen_len=4/batch=1", "g/gen_len=4/batch=2", "g/gen_len=4/batch=3",
 			},
 			keys: []string{
-				"model/g/batch=1/gen_len=8", "model/g/batch=2/gen_len=8", "model/g/batch=3/gen_len=8",
-				"model/g/batch=1/gen_len=4", "model/g/batch=2/gen_len=4", "model/g/batch=3/gen_len=4",
+				"model/g/gen_len=8", "model/g/batch=2/gen_len=8", "model/g/batch=3/gen_len=8",
+				"model/g/gen_len=4", "model/g/batch=2/gen_len=4", "model/g/batch=3/gen_len=4",
 			},
 		},
 		{
 			name:  "groups in file order",
 			src:   head + "  - name: b\n    matrix: {batch: [1, 2]}\n  - name: a\n    op: argmax\n    matrix: {tokens: [3]}\n",
 			names: []string{"b/batch=1", "b/batch=2", "a/tokens=3"},
-			keys:  []string{"model/b/batch=1", "model/b/batch=2", "kernel/a/op=argmax/tokens=3"},
+			keys:  []string{"model/b", "model/b/batch=2", "kernel/a/op=argmax/tokens=3"},
 		},
 		{
 			name:  "integers are canonical in keys and names",
@@ -167,7 +167,7 @@ func TestExpansion(t *testing.T) {
 			src: "name: s\nmodel: {preset: p}\nparams: {tokens: 16, hidden: 32, k: 64}\ncases:\n  - name: mm\n    op: matmul\n    params: {m: 1}\n" +
 				"  - name: mm2\n    op: matmul\n  - name: mm3\n    op: matmul\n    matrix: {tokens: [2]}\n  - name: norm\n    op: rms_norm\n    params: {hidden: 128}\n",
 			names: []string{"mm", "mm2", "mm3/tokens=2", "norm"},
-			keys: []string{"kernel/mm/k=64/m=1/op=matmul", "kernel/mm2/k=64/m=16/op=matmul", "kernel/mm3/k=64/m=2/op=matmul",
+			keys: []string{"kernel/mm/k=64/op=matmul", "kernel/mm2/k=64/m=16/op=matmul", "kernel/mm3/k=64/m=2/op=matmul",
 				"kernel/norm/op=rms_norm/tokens=16/width=128"},
 		},
 		{
@@ -182,7 +182,7 @@ func TestExpansion(t *testing.T) {
 			// it out, and spells numbers as the sampler's float32 holds them.
 			src:   head + "  - name: s\n    matrix: {sampling: [\"temperature:0\", \"top_k:5,temperature:1.0,seed:0\", \"temperature:0.50,top_p:1\", \"temperature:2.0000000001,top_p:0.999999999\", \"temperature:0.7,top_p:0.95\"]}\n",
 			names: []string{"s/sampling=greedy", "s/sampling=temperature:1,top_k:5", "s/sampling=temperature:0.5", "s/sampling=temperature:2", "s/sampling=temperature:0.7,top_p:0.95"},
-			keys:  []string{"model/s/sampling=greedy", "model/s/sampling=temperature:1,top_k:5", "model/s/sampling=temperature:0.5", "model/s/sampling=temperature:2", "model/s/sampling=temperature:0.7,top_p:0.95"},
+			keys:  []string{"model/s", "model/s/sampling=temperature:1,top_k:5", "model/s/sampling=temperature:0.5", "model/s/sampling=temperature:2", "model/s/sampling=temperature:0.7,top_p:0.95"},
 		},
 		{
 			name:  "rates and objectives are canonical in keys and names",
@@ -227,7 +227,7 @@ func TestSuiteParamsKeyOnlyTheirReaders(t *testing.T) {
 		{
 			name: "an op that does not read it",
 			src:  "name: s\nparams: {k: 64}\ncases:\n  - name: mm\n    op: matmul\n    params: {m: 1, n: 8}\n  - name: norm\n    op: rms_norm\n    params: {tokens: 4, width: 8}\n",
-			keys: []string{"kernel/mm/k=64/m=1/n=8/op=matmul", "kernel/norm/op=rms_norm/tokens=4/width=8"},
+			keys: []string{"kernel/mm/k=64/n=8/op=matmul", "kernel/norm/op=rms_norm/tokens=4/width=8"},
 		},
 		{
 			name: "the ops of a matrix over op",
@@ -281,7 +281,7 @@ func TestSuiteMoEChunkOnlyWhereRead(t *testing.T) {
 		{
 			name: "model cases of each strategy",
 			src:  model + "params: {moe_chunk: 16}\ncases:\n  - name: d\n    matrix: {moe_strategy: [loop, chunked, grouped]}\n  - name: b\n",
-			keys: []string{"model/d/moe_strategy=loop", "model/d/moe_chunk=16/moe_strategy=chunked", "model/d/moe_strategy=grouped", "model/b/moe_chunk=16"},
+			keys: []string{"model/d/moe_strategy=loop", "model/d/moe_chunk=16", "model/d/moe_strategy=grouped", "model/b/moe_chunk=16"},
 		},
 		{
 			name: "a moe kernel case of loop",
@@ -323,7 +323,7 @@ func TestSuiteMoEChunkOnlyWhereRead(t *testing.T) {
 			name:       "--set moe_strategy=loop over the suite's moe_chunk",
 			src:        model + "params: {moe_chunk: 16}\ncases:\n  - name: b\n  - name: c\n    params: {moe_strategy: chunked}\n",
 			set:        map[string]string{"moe_strategy": "loop"},
-			keys:       []string{"model/b/moe_chunk=16", "model/c/moe_chunk=16/moe_strategy=chunked"},
+			keys:       []string{"model/b/moe_chunk=16", "model/c/moe_chunk=16"},
 			chunks:     []string{"", ""},
 			strategies: []string{"loop", "loop"},
 		},
@@ -348,7 +348,7 @@ func TestSuiteMoEChunkOnlyWhereRead(t *testing.T) {
 			name:       "--set sweeping moe_strategy over the suite's moe_chunk",
 			src:        model + "params: {moe_chunk: 16}\ncases:\n  - name: d\n    matrix: {moe_strategy: [loop, chunked]}\n  - name: b\n",
 			set:        map[string]string{"moe_strategy": "[loop, chunked]"},
-			keys:       []string{"model/d/moe_strategy=loop", "model/d/moe_chunk=16/moe_strategy=chunked", "model/b/moe_strategy=loop", "model/b/moe_chunk=16/moe_strategy=chunked"},
+			keys:       []string{"model/d/moe_strategy=loop", "model/d/moe_chunk=16", "model/b/moe_strategy=loop", "model/b/moe_chunk=16"},
 			chunks:     []string{"", "16", "", "16"},
 			strategies: []string{"loop", "chunked", "loop", "chunked"},
 		},
@@ -488,7 +488,7 @@ name: s
 	if !reflect.DeepEqual(ka, kb) {
 		t.Errorf("keys differ:\n%q\n%q", ka, kb)
 	}
-	if ka[0] != "model/g/arrival=all/batch=1/block_size=16/gen_len=8/prompt_len=128/requests=4" {
+	if ka[0] != "model/g/batch=2/block_size=8/gen_len=8/requests=4" {
 		t.Errorf("key %q", ka[0])
 	}
 }

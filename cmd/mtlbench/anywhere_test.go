@@ -159,7 +159,7 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 	// --threads is the cases' threads, in their key as a suite's.
-	want := []string{"model/bench/batch=1/gen_len=8/prompt_len=16/threads=1", "model/bench/batch=2/gen_len=8/prompt_len=16/threads=1"}
+	want := []string{"model/bench/gen_len=8/prompt_len=16/threads=1", "model/bench/batch=2/gen_len=8/prompt_len=16/threads=1"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("case keys %v, want %v", keys, want)
 	}

@@ -32,7 +32,8 @@ func benchCommand() *cli.Command {
 			"1-16*2 (1, 2, 4, 8, 16: times 2); 16-64+16 (16, 32, 48, 64: plus 16). Every combination\n" +
 			"of batch, prompt, gen and depth (-d: context in the cache before each prompt) is one case,\n" +
 			"named and keyed as a suite's would be (bench/batch=1/prompt_len=512/gen_len=128, keyed\n" +
-			"model/bench/batch=1/gen_len=128/prompt_len=512), so compare pairs it with the same case of\n" +
+			"model/bench/gen_len=128/prompt_len=512), a value at its default (batch 1) left out of the\n" +
+			"key, so compare pairs it with the same case of\n" +
 			"another run or of a peer engine (mtlbench peer import). The suite it builds is\n" +
 			"printed by --print-suite; save it to change anything the flags do not reach.\n\n" +
 			"Serving load, as vllm bench serve measures it: --request-rate 1,2,4 --requests 64 -b 8\n" +

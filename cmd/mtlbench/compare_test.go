@@ -919,6 +919,92 @@ func TestStoredTopKPairsByRecordedVocabulary(t *testing.T) {
 	}
 }
 
+// A baseline stored while a parameter written at its default was keyed
+// with it (batch=1, a kernel's tokens=1, moe_chunk=64 beside chunked, a peer
+// import's batch=1) pairs in compare, gate and show with a new run of the
+// case, which keys it as left out; a value that is no default keeps its key.
+func TestStoredDefaultsPairWithNewRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name, old, now, kind string
+		pair                 bool
+	}{
+		{"batch", "model/decode/batch=1/gen_len=16/prompt_len=48", "model/decode/gen_len=16/prompt_len=48", results.CaseModel, true},
+		{"every model default", "model/d/arrival=all/batch=1/block_size=16/fusion=on/gen_len=2/kv_blocks=0/kv_dtype=auto/max_seqs=1/prompt_len=8/range_ratio=0/requests=1/sampling=greedy/steps=overlapped",
+			"model/d/gen_len=2/prompt_len=8", results.CaseModel, true},
+		{"requests of the batch", "model/serve/arrival=poisson:4/batch=8/requests=8", "model/serve/arrival=poisson:4/batch=8", results.CaseModel, true},
+		{"moe_chunk 64 beside chunked", "model/moe/batch=4/moe_chunk=64/moe_strategy=chunked", "model/moe/batch=4/moe_strategy=chunked", results.CaseModel, true},
+		{"a kernel op's defaults", "kernel/mm/dtype=bf16/k=512/m=1/n=2048/op=matmul", "kernel/mm/k=512/op=matmul", results.CaseKernel, true},
+		{"a peer import's batch", "model/bench/batch=1/gen_len=128/prompt_len=512", "model/bench/gen_len=128/prompt_len=512", results.CaseModel, true},
+		{"no default", "model/decode/batch=2/gen_len=16", "model/decode/gen_len=16", results.CaseModel, false},
+		{"kv_dtype f32, auto on the cpu alone", "model/decode/kv_dtype=f32", "model/decode", results.CaseModel, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := mdBaseCandDB(t, func(tag string) []results.Case {
+				key := tc.now
+				if tag == "base" {
+					key = tc.old
+				}
+				return []results.Case{{Key: key, Name: "c", Kind: tc.kind}}
+			})
+			out, errOut, code := cmpRun(t, "compare", "base", "cand", "--db", path, "--format", "csv")
+			paired := code == 0 && strings.Count(out, tc.kind+"/") == 1 &&
+				strings.Contains(out, tc.now+","+tc.kind+",decode_tok_s,tok/s,higher,8,103.5,100,106,8,113.5,")
+			if paired != tc.pair {
+				t.Fatalf("compare (exit %d): paired %v, want %v:\n%s%s", code, paired, tc.pair, out, errOut)
+			}
+			out, errOut, code = cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand")
+			if all := out + errOut; tc.pair && (code != 0 || strings.Contains(all, "only") || !strings.Contains(all, "perf gate passed: 1 check")) {
+				t.Errorf("gate (exit %d): the case did not pair:\n%s%s", code, out, errOut)
+			}
+			// show names both runs' case alike: a row's key, a benchmark's name.
+			out, errOut, code = cmpRun(t, "show", "base,cand", "--db", path, "--format", "csv")
+			if same := code == 0 && !strings.Contains(out, tc.old+",") && strings.Count(out, ","+tc.now+",") == 2; same != tc.pair {
+				t.Errorf("show (exit %d): both runs keyed %s: %v, want %v:\n%s%s", code, tc.now, same, tc.pair, out, errOut)
+			}
+			out, errOut, code = cmpRun(t, "show", "base,cand", "--db", path, "--format", "benchfmt")
+			names := map[string]bool{}
+			for _, line := range strings.Split(out, "\n") {
+				if name, _, ok := strings.Cut(line, " "); ok && strings.HasPrefix(name, "Benchmark") {
+					names[strings.TrimRight(name, "\t")] = true
+				}
+			}
+			if code != 0 || (len(names) == 1) != tc.pair {
+				t.Errorf("show --format benchfmt (exit %d): names %v, want one name: %v:\n%s%s", code, slices.Sorted(maps.Keys(names)), tc.pair, out, errOut)
+			}
+		})
+	}
+}
+
+// New runs of one suite, written once with its defaults and once without,
+// pair case by case in compare.
+func TestRunsWithAndWithoutDefaultsPair(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	const head = "name: keys\nmodel: {preset: qwen3-moe-mini, layers: 1}\nbackend: cpu\nrepetitions: 1\nwarmup: 0\ncases:\n"
+	for tag, cases := range map[string]string{
+		"left": "  - name: d\n    params: {prompt_len: 8, gen_len: 2}\n  - name: k\n    op: rms_norm\n    params: {width: 64}\n",
+		"given": "  - name: d\n    params: {prompt_len: 8, gen_len: 2, batch: 1, fusion: on, kv_dtype: auto, steps: overlapped, sampling: greedy, arrival: all, range_ratio: 0, kv_blocks: 0, block_size: 16, requests: 1, max_seqs: 1}\n" +
+			"  - name: k\n    op: rms_norm\n    params: {width: 64, tokens: 1}\n",
+	} {
+		suite := filepath.Join(dir, tag+".yaml")
+		if err := os.WriteFile(suite, []byte(head+cases), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, stderr, err := mtl(t, "run", suite, "--db", db, "--tag", tag, "-q"); err != nil {
+			t.Fatalf("run %s: %v\n%s", tag, err, stderr)
+		}
+	}
+	out, errOut, code := cmpRun(t, "compare", "left", "given", "--db", db, "--format", "csv")
+	for _, key := range []string{"model/d/gen_len=2/prompt_len=8,", "kernel/k/op=rms_norm/width=64,"} {
+		if code != 0 || !strings.Contains(out, key) || strings.Contains(out, "only_in") && strings.Contains(out, ",A,") {
+			t.Errorf("compare (exit %d): %s did not pair:\n%s%s", code, key, out, errOut)
+		}
+	}
+	if strings.Contains(out+errOut, "one side only") || strings.Contains(out, "batch=1") {
+		t.Errorf("compare: cases on one side only:\n%s%s", out, errOut)
+	}
+}
+
 // Cases that match but hold no samples on one side are counted in words
 // ("1 case", not "1 cases"); nothing compared exits 3, as gate's cannot
 // tell.

@@ -69,7 +69,7 @@ func TestPeerImportsCompare(t *testing.T) {
 		}
 		return stderr
 	}
-	b1 := "model/bench/batch=1/gen_len=8/prompt_len=16"
+	b1 := "model/bench/gen_len=8/prompt_len=16"
 	b2 := "model/bench/batch=2/gen_len=8/prompt_len=16"
 	median := func(r map[string]string, side string) float64 {
 		v, err := strconv.ParseFloat(r[side+"_median"], 64)
@@ -585,7 +585,7 @@ func TestBenchDepthPairsWithLlamaBench(t *testing.T) {
 		return k
 	}
 	ours, theirs := keys("ours"), keys("llama")
-	for _, want := range []string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=1/depth=32/gen_len=8/prompt_len=16"} {
+	for _, want := range []string{"model/bench/gen_len=8/prompt_len=16", "model/bench/depth=32/gen_len=8/prompt_len=16"} {
 		if !ours[want] || !theirs[want] {
 			t.Errorf("key %s: bench %v, llama-bench %v", want, ours, theirs)
 		}

@@ -345,7 +345,7 @@ func loadRun(db *results.DB, side *Side, id int64) error {
 	for i, c := range cases {
 		keys[i], params[i] = c.Key, c.Params
 	}
-	for i, k := range suites.StoredKeys(keys, suites.RunVocab(params)) {
+	for i, k := range suites.RunKeys(keys, params) {
 		cases[i].Key = k
 	}
 	for _, c := range cases {

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -84,21 +83,16 @@ type Options struct {
 }
 
 // benchKey is the key `mtlbench bench` gives a case: the kind, the group
-// and every matrix parameter sorted by name.
+// and every matrix parameter sorted by name, less those at their default,
+// by the suites' own rule (suites.Key).
 func benchKey(params map[string]string) string {
-	names := make([]string, 0, len(params))
-	for k := range params {
+	vals := map[string]string{}
+	for k, v := range params {
 		if k != "model" && k != "dtype" && !strings.HasPrefix(k, "peer_") {
-			names = append(names, k)
+			vals[k] = v
 		}
 	}
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString("model/bench")
-	for _, k := range names {
-		b.WriteString("/" + k + "=" + params[k])
-	}
-	return b.String()
+	return suites.Key(suites.KindModel, "bench", vals)
 }
 
 // benchName is the label `mtlbench bench` gives a case.

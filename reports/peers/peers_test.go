@@ -29,12 +29,12 @@ func TestDetectAndParse(t *testing.T) {
 		first        float64
 	}{
 		{"llama-bench.json", FormatLlamaBench, Options{}, 1,
-			[]string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=1/depth=16/gen_len=8/prompt_len=16", "model/bench/batch=1/gen_len=8/prompt_len=0"},
+			[]string{"model/bench/gen_len=8/prompt_len=16", "model/bench/depth=16/gen_len=8/prompt_len=16", "model/bench/gen_len=8/prompt_len=0"},
 			"prefill_tok_s", 16e9 / 1682015},
-		{"llama-bench.jsonl", FormatLlamaBench, Options{}, 2, []string{"model/bench/batch=1/gen_len=8/prompt_len=16"}, "prefill_tok_s", 16e9 / 1904761},
+		{"llama-bench.jsonl", FormatLlamaBench, Options{}, 2, []string{"model/bench/gen_len=8/prompt_len=16"}, "prefill_tok_s", 16e9 / 1904761},
 		// A --n-cpu-moe 0,48 sweep: a setting this reader has no field
 		// for makes two runs, not one of pooled samples.
-		{"llama-bench-ncmoe.json", FormatLlamaBench, Options{}, 2, []string{"model/bench/batch=1/gen_len=128/prompt_len=512"}, "prefill_tok_s", 1000},
+		{"llama-bench-ncmoe.json", FormatLlamaBench, Options{}, 2, []string{"model/bench/gen_len=128/prompt_len=512"}, "prefill_tok_s", 1000},
 		{"vllm-serve.json", FormatVLLMServe, Options{}, 1, []string{"model/bench/batch=2/gen_len=8/prompt_len=16"}, "output_tok_s", 390.24},
 		// At --request-rate 4 (Poisson) with --goodput: the case mtlbench's
 		// arrival "poisson:4" makes, and its goodput under the slo given.
@@ -46,7 +46,7 @@ func TestDetectAndParse(t *testing.T) {
 			[]string{"model/bench/batch=2/gen_len=8/prompt_len=16"}, "output_tok_s", 16 / 0.0412},
 		{"vllm-latency.json", FormatVLLMLatency, Options{}, 1, []string{"model/bench/batch=8/gen_len=128/prompt_len=32"}, "output_tok_s", 8 * 128 / 0.0412},
 		{"mlx-benchmark.txt", FormatMLX, Options{}, 1,
-			[]string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=2/gen_len=8/prompt_len=16"}, "prefill_tok_s", 1523.411},
+			[]string{"model/bench/gen_len=8/prompt_len=16", "model/bench/batch=2/gen_len=8/prompt_len=16"}, "prefill_tok_s", 1523.411},
 	} {
 		data, err := os.ReadFile(filepath.Join("testdata", tc.file))
 		if err != nil {
@@ -425,9 +425,10 @@ func TestPeerSizesBounded(t *testing.T) {
 }
 
 // A vLLM serving run is keyed as bench keys its case, or refused: a rate
-// keys its requests even when they equal the batch; lengths drawn around a
-// range need the lengths vLLM was given; a batch above the prompts is
-// never full.
+// records its requests even when they equal the batch, and keys them as a
+// suite does, left out there as the default; lengths drawn around a range
+// need the lengths vLLM was given; a batch above the prompts is never
+// full.
 func TestVLLMServeKeys(t *testing.T) {
 	run := `{"backend": "vllm", "model_id": "m", "num_prompts": 4, "request_rate": %s, "max_concurrency": %d, "completed": 4,
 "total_input_tokens": 66, "total_output_tokens": 30, "duration": 1.0, "output_throughput": 30.0}`
@@ -435,8 +436,8 @@ func TestVLLMServeKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := runs[0].Cases[0].Key; !strings.Contains(k, "/requests=4") {
-		t.Errorf("a serving run at a rate keyed %s, without its requests", k)
+	if c := runs[0].Cases[0]; c.Key != "model/bench/arrival=poisson:4/batch=4/gen_len=8/prompt_len=17" || c.Params["requests"] != "4" {
+		t.Errorf("a serving run at a rate of requests equal to its batch: keyed %s, params %v", c.Key, c.Params)
 	}
 	for _, c := range []struct {
 		rate string
@@ -471,8 +472,8 @@ func TestVLLMServeRampUp(t *testing.T) {
 		name, rate, burstiness, ramp string
 		want                         string // the key's tail, or "error: ..."
 	}{
-		{"linear", `"inf"`, "1.0", ramp(`"linear"`, 1, 20), "/ramp_up=linear:1:20/requests=8"},
-		{"exponential, gamma gaps", "Infinity", "2.0", ramp(`"exponential"`, 2, 32), "/ramp_up=exponential:2:32:2/requests=8"},
+		{"linear", `"inf"`, "1.0", ramp(`"linear"`, 1, 20), "/ramp_up=linear:1:20"},
+		{"exponential, gamma gaps", "Infinity", "2.0", ramp(`"exponential"`, 2, 32), "/ramp_up=exponential:2:32:2"},
 		{"no strategy", `"inf"`, "1.0", ramp("null", 1, 20), "/batch=8/gen_len=4/prompt_len=8"},
 		{"unknown strategy", `"inf"`, "1.0", ramp(`"cubic"`, 1, 20), `error: ramp_up_strategy "cubic": want linear or exponential`},
 		{"a rate too", "4.0", "1.0", ramp(`"linear"`, 1, 20), "error: request_rate 4.0 and ramp_up_strategy linear"},
@@ -619,9 +620,9 @@ func TestMLXTimingLines(t *testing.T) {
 	trials := "Trial 1:  prompt_tps=1500.000, generation_tps=500.000, peak_memory=0.231\n" +
 		"Trial 2:  prompt_tps=1510.000, generation_tps=505.000, peak_memory=0.231\n"
 	for _, tc := range []struct{ name, timing, key string }{
-		{"0.27", "Timing with prompt_tokens=512 and generation_tokens=128.", "model/bench/batch=1/gen_len=128/prompt_len=512"},
+		{"0.27", "Timing with prompt_tokens=512 and generation_tokens=128.", "model/bench/gen_len=128/prompt_len=512"},
 		{"0.28", "Timing with prompt_tokens=512, generation_tokens=128, batch_size=4.", "model/bench/batch=4/gen_len=128/prompt_len=512"},
-		{"0.31 total_time", "Timing with prompt_tokens=512, generation_tokens=128, batch_size=1.", "model/bench/batch=1/gen_len=128/prompt_len=512"},
+		{"0.31 total_time", "Timing with prompt_tokens=512, generation_tokens=128, batch_size=1.", "model/bench/gen_len=128/prompt_len=512"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := []byte("Running warmup..\n" + tc.timing + "\n" + strings.ReplaceAll(trials, "0.231\n", "0.231, total_time=1.234\n"))
@@ -754,7 +755,7 @@ func TestLlamaBenchOldBackendFlags(t *testing.T) {
 		t.Fatalf("%d runs, backend %q; want one of metal", len(runs), runs[0].Backend)
 	}
 	c := runs[0].Cases[0]
-	if c.Key != "model/bench/batch=1/gen_len=128/prompt_len=512" || c.Params["dtype"] != "q4_0" {
+	if c.Key != "model/bench/gen_len=128/prompt_len=512" || c.Params["dtype"] != "q4_0" {
 		t.Errorf("key %s, dtype %q", c.Key, c.Params["dtype"])
 	}
 	var decode []float64
@@ -876,12 +877,12 @@ func TestLlamaBenchDepthFile(t *testing.T) {
 	}
 	want := map[string]string{
 		// pp512 with its decode after 512 tokens (tg128 @ d512).
-		"model/bench/batch=1/gen_len=128/prompt_len=512": "depth 512: prefill_tok_s[0]=2047.1436143175354tok/s prefill_tok_s[1]=2032.7055817086862tok/s prefill_tok_s[2]=2043.8112089273036tok/s " +
+		"model/bench/gen_len=128/prompt_len=512": "depth 512: prefill_tok_s[0]=2047.1436143175354tok/s prefill_tok_s[1]=2032.7055817086862tok/s prefill_tok_s[2]=2043.8112089273036tok/s " +
 			"decode_tok_s[0]=62.744602080044835tok/s decode_tok_s[1]=62.60454215722691tok/s decode_tok_s[2]=62.70730333311397tok/s",
 		// pp512 @ d512: bench -d 512's prompt; no tg128 @ d1024 was timed.
-		"model/bench/batch=1/depth=512/gen_len=128/prompt_len=512": "depth : prefill_tok_s[0]=1948.437130606812tok/s prefill_tok_s[1]=1946.0247385810328tok/s prefill_tok_s[2]=1950.5418252797817tok/s",
+		"model/bench/depth=512/gen_len=128/prompt_len=512": "depth : prefill_tok_s[0]=1948.437130606812tok/s prefill_tok_s[1]=1946.0247385810328tok/s prefill_tok_s[2]=1950.5418252797817tok/s",
 		// tg128 on an empty cache.
-		"model/bench/batch=1/gen_len=128/prompt_len=0": "depth 0: decode_tok_s[0]=64.47020538419395tok/s decode_tok_s[1]=64.31488836249062tok/s decode_tok_s[2]=64.4186784426185tok/s",
+		"model/bench/gen_len=128/prompt_len=0": "depth 0: decode_tok_s[0]=64.47020538419395tok/s decode_tok_s[1]=64.31488836249062tok/s decode_tok_s[2]=64.4186784426185tok/s",
 	}
 	if len(got) != len(want) {
 		t.Errorf("cases %v", got)

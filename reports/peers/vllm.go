@@ -191,8 +191,9 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 	}
 	labels := map[string]string{"model": o.modelName(v.ModelID), "peer_model": v.ModelID, "peer_endpoint": endpoint,
 		ParamRequestRate: strings.Trim(string(v.RequestRate), `"`)}
-	// A serving case (a rate) keys its requests always, as bench's do: bench
-	// takes a rate only with --requests.
+	// A serving case (a rate) records its requests always, as bench's do
+	// (bench takes a rate only with --requests); its key leaves them out
+	// where they are the batch, the default (suites.Key).
 	if v.NumPrompts != batch || arrival != "" || rampUp != "" {
 		labels["requests"] = strconv.Itoa(v.NumPrompts)
 	}

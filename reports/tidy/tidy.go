@@ -16,6 +16,7 @@ import (
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // RunColumns are the columns that say which run a row belongs to.
@@ -89,6 +90,17 @@ func Load(db *results.DB, r *results.Run) (*Run, error) {
 	samples, err := db.RunSamples(r.ID)
 	if err != nil {
 		return nil, err
+	}
+	// Keyed as compare reads them (suites.RunKeys): a run stored before a
+	// keying rule changed names its cases, and benchfmt its benchmarks, as
+	// a new run of them does, so its rows join and benchstat pairs them.
+	keys := make([]string, len(cases))
+	params := make([]map[string]string, len(cases))
+	for i, c := range cases {
+		keys[i], params[i] = c.Key, c.Params
+	}
+	for i, k := range suites.RunKeys(keys, params) {
+		cases[i].Key = k
 	}
 	return &Run{Run: r, Cases: cases, Samples: samples}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -1083,6 +1084,78 @@ cases:
 	cases, _ = db.Cases(sum.RunID)
 	if len(cases) != 2 || cases[1].Status != results.CaseDone || cases[1].Key != old {
 		t.Errorf("after resume: %+v", cases)
+	}
+}
+
+// A run interrupted under an earlier mtlbench, which keyed a parameter
+// written at its default (tokens: 1, dtype: bf16) with it, resumes the
+// cases it stored, whether the suite still writes the defaults or has
+// since dropped them: its finished case is not run again, nor stored twice
+// (suites.StoredKeys).
+func TestResumeOfARunStoredWithDefaultsInItsKeys(t *testing.T) {
+	const suite = `name: defaults
+repetitions: 2
+warmup: 0
+interleave: false
+cases:
+  - name: norm
+    op: rms_norm
+    params: { width: 256%NORM% }
+  - name: mm
+    op: matmul
+    params: { n: 32, k: 64%MM% }
+`
+	// withSeg is key as the earlier mtlbench spelled it: seg among its
+	// parameters, sorted.
+	withSeg := func(key, seg string) string {
+		parts := strings.Split(key, "/")
+		if slices.Contains(parts, seg) {
+			return key
+		}
+		rest := append(slices.Clone(parts[2:]), seg)
+		slices.Sort(rest)
+		return strings.Join(append(parts[:2:2], rest...), "/")
+	}
+	for _, tc := range []struct{ name, norm, mm string }{
+		{"the suite writes the defaults", ", tokens: 1", ", dtype: bf16"},
+		{"the suite has dropped them", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := loadSuite(t, suite, "%NORM%", tc.norm, "%MM%", tc.mm)
+			db := openDB(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			sum, err := Run(ctx, s, Options{DB: db, BandwidthBuffer: -1, Progress: func(e Event) {
+				if e.Done == 2 { // norm is done, mm is not
+					cancel()
+				}
+			}})
+			if !errors.Is(err, ErrInterrupted) {
+				t.Fatalf("err = %v, want ErrInterrupted", err)
+			}
+			cases, _ := db.Cases(sum.RunID)
+			if len(cases) != 2 || cases[0].Status != results.CaseDone || cases[1].Status == results.CaseDone {
+				t.Fatalf("after interrupt: %+v", cases)
+			}
+			done, _ := db.Samples(cases[0].ID)
+			// As the earlier mtlbench stored them.
+			old := []string{withSeg(cases[0].Key, "tokens=1"), withSeg(cases[1].Key, "dtype=bf16")}
+			for i, k := range old {
+				if _, err := db.SQL().Exec(`UPDATE cases SET case_key = ? WHERE id = ?`, k, cases[i].ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID}); err != nil {
+				t.Fatal(err)
+			}
+			cases, _ = db.Cases(sum.RunID)
+			if len(cases) != 2 || cases[0].Key != old[0] || cases[1].Key != old[1] ||
+				cases[0].Status != results.CaseDone || cases[1].Status != results.CaseDone || cases[0].RepsDone != 2 {
+				t.Fatalf("after resume: %+v", cases)
+			}
+			if again, _ := db.Samples(cases[0].ID); !reflect.DeepEqual(again, done) {
+				t.Errorf("the finished case ran again: %d samples before the resume, %d after", len(done), len(again))
+			}
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // The cost witness (docs/msl-subset.md): on a device that counts what each
@@ -16,8 +17,9 @@ import (
 // kernel's cost shows without a Mac.
 
 // DefaultAppleGPU is the GPU simdgroups per core are counted against: the
-// M3 Ultra of the documented history.
-const DefaultAppleGPU = "M3 Ultra"
+// M3 Ultra of the documented history. A case that names it is keyed as one
+// that names none (suites.DefaultWitnessGPU).
+const DefaultAppleGPU = suites.DefaultWitnessGPU
 
 // witness is implemented by backends whose device counts dispatch costs
 // (bridge/metal on the emulator).
