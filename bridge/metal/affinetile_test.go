@@ -27,7 +27,10 @@ import (
 // 6, 672 at 2, 1184 at 5; the kbench GEMMs 12.00, 12.50, 8.89 and 10.22
 // bytes a load and 640, 768, 896 and 896 critical loads (4, 8, 3, 6 bits),
 // the MoE blocks 9.14 and 10.23, 227 and 251 (docs/metal-kernels.md, "The
-// tiled GEMM's loads").
+// tiled GEMM's loads"). Each tile takes one barrier a k step where its two
+// stages fit, two where one does (checkTileBarriers; qmoe_mm_down took two
+// when every packed tile staged one step at a time: "The packed tiles'
+// stages").
 func TestAffineTileWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates 64-row prefill GEMMs")
@@ -72,8 +75,9 @@ func TestAffineTileWitness(t *testing.T) {
 			}
 			w := mtl.Sum(stats)
 			mb := float64(w.Bytes()) / 1e6
-			t.Logf("%v: %.2f B/load, %.1f lanes/load, %d critical loads, counted %.3f MB", kernels, w.BytesPerLoad(),
-				w.LanesPerLoad(), w.CriticalLoads, mb)
+			bars := checkTileBarriers(t, stats, packedTiles(ops.Args{Ints: ops.Shape{ops.K: c.k}}, metal.Tuning{}))
+			t.Logf("%v: %.2f B/load, %.1f lanes/load, %d critical loads, counted %.3f MB, barriers a k step %v", kernels,
+				w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, mb, barrierFigures(bars))
 			if w.BytesPerLoad() < c.minBytes || w.CriticalLoads > c.maxCritical || mb > c.maxMB {
 				t.Errorf("%.2f B/load (want >= %.2f), %d critical loads (want <= %d), counted %.3f MB (want <= %.3f)",
 					w.BytesPerLoad(), c.minBytes, w.CriticalLoads, c.maxCritical, mb, c.maxMB)
@@ -96,8 +100,10 @@ func TestAffineTileWitness(t *testing.T) {
 		t.Run(fmt.Sprintf("%v/%v", c.args.Op, c.args.DType), func(t *testing.T) {
 			w, _, desc := checkedWitness(t, be, c.args)
 			mb := float64(w.Cost.Bytes()) / 1e6
-			t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, counted %.3f MB, traffic %.3f", desc,
-				w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, mb, w.Efficiency)
+			stats, _ := be.LastStepCost()
+			bars := checkTileBarriers(t, stats, packedTiles(c.args, metal.Tuning{}))
+			t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, counted %.3f MB, traffic %.3f, barriers a k step %v",
+				desc, w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, mb, w.Efficiency, barrierFigures(bars))
 			if w.BytesPerLoad() < c.minBytes || w.CriticalLoads > c.maxCritical || mb > c.maxMB {
 				t.Errorf("%.2f B/load (want >= %.2f), %d critical loads (want <= %d), counted %.3f MB (want <= %.3f)",
 					w.BytesPerLoad(), c.minBytes, w.CriticalLoads, c.maxCritical, mb, c.maxMB)

@@ -199,6 +199,8 @@ func TestPackedGEMVKeepsItsStaging(t *testing.T) {
 // GEMVs) read 8-byte index runs in q_run_words<2>: as ushorts IQ2_XXS,
 // IQ2_XS, IQ3_XXS and IQ3_S took 8.22, 7.50, 7.09 and 6.15 bytes a load and
 // 896, 1024, 1152 and 1408 critical loads in the GEMM ("IQ formats").
+// Each tile takes one barrier a k step where its two stages fit, two where
+// one does (checkTileBarriers, "The packed tiles' stages").
 func TestGGUFBlockTileWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates 64-row prefill GEMMs")
@@ -243,9 +245,11 @@ func TestGGUFBlockTileWitness(t *testing.T) {
 		} {
 			t.Run(k.name+"/"+string(c.dt), func(t *testing.T) {
 				w, _, desc := checkedWitness(t, be, k.args)
-				t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, counted %.2f MB, ideal %.2f MB, traffic %.3f, footprint %.3f",
+				stats, _ := be.LastStepCost()
+				bars := checkTileBarriers(t, stats, packedTiles(k.args, metal.Tuning{}))
+				t.Logf("%s: %.2f B/load, %.1f lanes/load, %d critical loads, counted %.2f MB, ideal %.2f MB, traffic %.3f, footprint %.3f, barriers a k step %v",
 					desc, w.BytesPerLoad(), w.LanesPerLoad(), w.CriticalLoads, float64(w.Cost.Bytes())/1e6,
-					float64(w.Ideal)/1e6, w.Efficiency, w.FootprintEfficiency(w.Ideal))
+					float64(w.Ideal)/1e6, w.Efficiency, w.FootprintEfficiency(w.Ideal), barrierFigures(bars))
 				if w.BytesPerLoad() < k.want.minBytes || w.CriticalLoads > k.want.maxCritical {
 					t.Errorf("%s: %.2f B/load (want >= %.1f), %d critical loads (want <= %d)",
 						desc, w.BytesPerLoad(), k.want.minBytes, w.CriticalLoads, k.want.maxCritical)

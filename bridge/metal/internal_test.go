@@ -256,6 +256,34 @@ func TestPackedTilesFit(t *testing.T) {
 	}
 }
 
+// TestPackedTileStages: a packed tile double buffers its k steps where two
+// stages fit the tile memory (31 KiB) and keeps one where they do not: the
+// untuned qmatmul_mm tile (64 × 128, 27 KiB a stage) and qmoe_mm_gate_up's
+// gate and up rows (22.5 KiB) one, qmoe_mm_down's (13.5 KiB) two.
+func TestPackedTileStages(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		t             Tile
+		mats          int
+		bytes, stages int
+	}{
+		{"qmatmul_mm", qmmTile, 1, 27648, 1},
+		{"qmoe_mm_gate_up", qmoeTile, 2, 23040, 1},
+		{"qmoe_mm_down", qmoeTile, 1, 27648, 2},
+		{"qmatmul_mm 32x64", Tile{BM: 32, BN: 64, BK: qmmBK, SGM: 2, SGN: 2}, 1, 27648, 2},
+		{"qmoe_mm_gate_up 32x32", Tile{BM: 32, BN: 32, BK: qmmBK, SGM: 2, SGN: 2}, 2, 27648, 2},
+		{"qmatmul_mm 64x64", Tile{BM: 64, BN: 64, BK: qmmBK, SGM: 2, SGN: 2}, 1, 18432, 1},
+	} {
+		bytes, stages := qmmMemory(c.t, c.mats)
+		if bytes != c.bytes || stages != c.stages {
+			t.Errorf("%s %v: %d bytes in %d stages, want %d in %d", c.name, c.t, bytes, stages, c.bytes, c.stages)
+		}
+		if bytes > tileMemory {
+			t.Errorf("%s %v: %d bytes exceed the tile memory %d", c.name, c.t, bytes, tileMemory)
+		}
+	}
+}
+
 // TestPipelineKeysHoldEveryConstant: a pipeline's key holds every function
 // constant value, so pipelines that differ only in a late constant (the
 // packed kernels' scale type is their eighth) are two pipelines; values that

@@ -313,13 +313,13 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 func (b *Backend) qmm(m int, q *qtensor, x, out, bias view) bool {
 	n := q.Dims[0]
 	t := b.tuned(ops.QMatMul, "", matmulDims, m, n, q.Dims[1]).QMatMulTile
-	mem := qmmMemory(t, 1)
+	mem, stages := qmmMemory(t, 1)
 	if mem > tileMemory {
 		return false
 	}
 	hasBias := bias.buf != nil
 	p := b.pipeline("qmatmul_mm_"+quant.KernelName(q.Spec), fcQMatMul, boolInt[hasBias], int32(t.BM), int32(t.BN),
-		int32(qmmBK), int32(t.SGM), int32(t.SGN), int32(1), qScaleDT(q.Spec))
+		int32(qmmBK), int32(t.SGM), int32(t.SGN), int32(stages), qScaleDT(q.Spec))
 	if p == nil {
 		return true // the pipeline's failure is the step's
 	}
@@ -353,10 +353,14 @@ var qmmTile = Tile{BM: 64, BN: 128, BK: qmmBK, SGM: 2, SGN: 4}
 // format's 32-value dequantization (q_values).
 const qmmBK = 32
 
-// qmmMemory is a packed tile's threadgroup memory (quant.metal's
-// qmm_accumulate) for tile t and mats weight matrices: its activation and
-// weight rows of one k step as floats, rows padded by 16 bytes (QMM_LD).
-func qmmMemory(t Tile, mats int) int { return (t.BM + mats*t.BN) * (qmmBK + 4) * 4 }
+// qmmMemory is a packed tile's threadgroup memory and staging buffers
+// (quant.metal's qmm_accumulate, FC_MM_STAGES) for tile t and mats weight
+// matrices: per stage its activation and weight rows of one k step as
+// floats, rows padded by 16 bytes (QMM_LD); two stages where they fit in
+// the tile memory (ops.MetalQTileMemory), as the float tiles.
+func qmmMemory(t Tile, mats int) (bytes, stages int) {
+	return ops.MetalQTileMemory(t.BM, t.BN, mats, tileMemory)
+}
 
 // encode records f from its tensors.
 func (b *Backend) encodeQMV(f *qmv) {
@@ -850,13 +854,14 @@ func (b *Backend) qmoeTiles(pk *qexperts, xs, o *tensor, ids, weights, flags vie
 			n, k, g = H, I, 2
 		}
 		spec := pk.spec[g]
+		mem, stages := qmmMemory(t, 2-pass)
 		var p mtl.Pipeline
 		if pass == 0 {
 			p = b.pipeline("qmoe_mm_gate_up_"+quant.KernelName(spec), fcQMoEMM, int32(t.BM), int32(t.BN), int32(qmmBK), int32(t.SGM),
-				int32(t.SGN), 1, qScaleDT(spec))
+				int32(t.SGN), int32(stages), qScaleDT(spec))
 		} else {
 			p = b.pipeline("qmoe_mm_down_"+quant.KernelName(spec), fcQMoEDown, int32(t.BM), int32(t.BN), int32(qmmBK), int32(t.SGM),
-				int32(t.SGN), 1, boolInt[residual != nil], qScaleDT(spec))
+				int32(t.SGN), int32(stages), boolInt[residual != nil], qScaleDT(spec))
 		}
 		tpg := [3]int{t.Threads(), 1, 1}
 		if !b.fits(p, tpg) {
@@ -882,7 +887,7 @@ func (b *Backend) qmoeTiles(pk *qexperts, xs, o *tensor, ids, weights, flags vie
 				b.bind(10, residual.view(), true)
 			}
 		}
-		b.threadgroupMemory(qmmMemory(t, 2-pass))
+		b.threadgroupMemory(mem)
 		b.dispatchGroups(p, [3]int{ceilDiv(n, t.BN), tiles, 1}, tpg)
 	}
 }

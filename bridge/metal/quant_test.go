@@ -298,26 +298,47 @@ func TestFPLoadWidth(t *testing.T) {
 // TestQMatMulTiles: packed matmuls of more rows than the GEMVs take, on
 // qmatmul_mm's tiles, against kernels/quant's reference for every format:
 // row counts that leave a tile part empty (9, 70) and weight rows that
-// leave a column tile part empty (37, 130).
+// leave a column tile part empty (37, 130), on the untuned tile (one
+// stage: two do not fit the tile memory) and on a tile whose k steps are
+// double buffered (qmmMemory).
 func TestQMatMulTiles(t *testing.T) {
-	be := newEmu(t, metal.Tuning{})
-	for _, dt := range append([]ops.DType{ops.Q4, ops.Q8, ops.Q2, ops.Q3, ops.Q5, ops.Q6, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q5_K,
-		ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL, ops.MXFP4, ops.NVFP4, ops.MXFP8}, iqDTypes...) {
-		for _, m := range []int{9, 70} {
-			for _, n := range []int{37, 130} {
-				checkOp(t, be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: n, ops.K: 512}, DType: dt})
+	for _, tile := range []metal.Tile{{}, {BM: 32, BN: 64, BK: 32, SGM: 2, SGN: 2}} {
+		t.Run(tileName(tile), func(t *testing.T) {
+			be := newEmu(t, metal.Tuning{QMatMulTile: tile})
+			for _, dt := range append([]ops.DType{ops.Q4, ops.Q8, ops.Q2, ops.Q3, ops.Q5, ops.Q6, ops.Q8_0, ops.Q4_0, ops.Q4_K,
+				ops.Q5_K, ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL, ops.MXFP4, ops.NVFP4, ops.MXFP8}, iqDTypes...) {
+				for _, m := range []int{9, 70} {
+					for _, n := range []int{37, 130} {
+						checkOp(t, be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: n, ops.K: 512}, DType: dt})
+					}
+				}
 			}
-		}
+		})
 	}
+}
+
+// tileName names a test's tile: "untuned" for the zero tile (the default).
+func tileName(t metal.Tile) string {
+	if t == (metal.Tile{}) {
+		return "untuned"
+	}
+	return t.String()
 }
 
 // TestQMoETiles: packed MoE blocks of many tokens, whose experts' rows fill
 // tiles, run grouped by expert on qmoe_mm_gate_up and qmoe_mm_down, against
 // kernels/quant's reference for every format: 37 and 100 tokens over 8
 // experts (top 2), so experts take part-filled tiles and more than one, and
-// an intermediate size (96) that leaves a column tile part empty.
+// an intermediate size (96) that leaves a column tile part empty; on the
+// untuned tile (gate and up in one stage, down double buffered: qmmMemory)
+// and on one whose gate and up stages fit twice too.
 func TestQMoETiles(t *testing.T) {
-	be := newEmu(t, metal.Tuning{})
+	for _, tile := range []metal.Tile{{}, {BM: 32, BN: 32, BK: 32, SGM: 2, SGN: 2}} {
+		t.Run(tileName(tile), func(t *testing.T) { checkQMoETiles(t, newEmu(t, metal.Tuning{QMoETile: tile})) })
+	}
+}
+
+func checkQMoETiles(t *testing.T, be *metal.Backend) {
 	type tc struct {
 		dt          ops.DType
 		tokens, mid int

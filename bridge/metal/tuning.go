@@ -59,7 +59,7 @@ func (t Tile) checkPacked(what string, mats int) error {
 	if t.BK != qmmBK {
 		return fmt.Errorf("%s tile %v: k steps of %d, not one %d-value unit", what, t, t.BK, qmmBK)
 	}
-	if n := qmmMemory(t, mats); n > tileMemory {
+	if n, _ := qmmMemory(t, mats); n > tileMemory {
 		return fmt.Errorf("%s tile %v: %d bytes of threadgroup memory with %d weight matrices exceed 31 KiB", what, t, n, mats)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 )
@@ -192,5 +194,117 @@ func TestWitnessRepeatable(t *testing.T) {
 			}
 		}
 		b.Close()
+	}
+}
+
+// packedTileSteps is what checkTileBarriers knows of a packed tile
+// dispatch: its tile, the weight matrices it stages and its depth.
+type packedTileSteps struct {
+	tile metal.Tile
+	mats int
+	k    int
+}
+
+// packedTiles gives the packed tile pipelines of args run under tu (zero
+// tiles: DefaultTuning's), by kernel name prefix.
+func packedTiles(args ops.Args, tu metal.Tuning) map[string]packedTileSteps {
+	mm, moe := tu.QMatMulTile, tu.QMoETile
+	if mm == (metal.Tile{}) {
+		mm = metal.DefaultTuning.QMatMulTile
+	}
+	if moe == (metal.Tile{}) {
+		moe = metal.DefaultTuning.QMoETile
+	}
+	return map[string]packedTileSteps{
+		"qmatmul_mm_":      {mm, 1, args.Ints[ops.K]},
+		"qmoe_mm_gate_up_": {moe, 2, args.Ints[ops.Hidden]},
+		"qmoe_mm_down_":    {moe, 1, args.Ints[ops.Intermediate]},
+	}
+}
+
+// checkTileBarriers holds every packed tile dispatch of stats to its
+// barriers a k step: one where two stages fit the tile memory
+// (ops.MetalQTileMemory; quant.metal's qmm_accumulate stages step s+1
+// while it multiplies step s), two where one stage does: a threadgroup's
+// barriers less the one after its row map, over its k steps of 32, are 1
+// double buffered (the first stage's, then one after each step but the
+// last) and 2 single. Tile slots a MoE block leaves empty exit
+// before any barrier, so the MoE kernels' figures are at most that. It
+// returns the barriers a k step of each tile kernel, by name.
+func checkTileBarriers(t *testing.T, stats []mtl.DispatchStats, tiles map[string]packedTileSteps) map[string]tileBarriers {
+	t.Helper()
+	got := map[string]tileBarriers{}
+	for _, d := range stats {
+		for prefix, p := range tiles {
+			if !strings.HasPrefix(d.Kernel, prefix) || d.Threadgroups == 0 {
+				continue
+			}
+			_, stages := ops.MetalQTileMemory(p.tile.BM, p.tile.BN, p.mats, 32<<10-1024)
+			steps := float64(p.k / 32)
+			per := (float64(d.Barriers)/float64(d.Threadgroups) - 1) / steps
+			got[d.Kernel] = tileBarriers{per, d.Barriers, d.Threadgroups}
+			if want := float64(3 - stages); per > want {
+				t.Errorf("%s, tile %v: %.3f barriers a k step, want at most %g (%d stages)", d.Kernel, p.tile, per, want, stages)
+			}
+		}
+	}
+	if len(got) == 0 {
+		t.Errorf("no packed tile among the dispatches")
+	}
+	return got
+}
+
+// tileBarriers is a packed tile kernel's barriers a k step, and the
+// barriers and threadgroups they come from.
+type tileBarriers struct {
+	perStep                float64
+	barriers, threadgroups int64
+}
+
+// barrierFigures formats checkTileBarriers' figures in kernel order.
+func barrierFigures(bars map[string]tileBarriers) string {
+	var b []string
+	for _, k := range slices.Sorted(maps.Keys(bars)) {
+		f := bars[k]
+		b = append(b, fmt.Sprintf("%s %.3f (%d in %d threadgroups)", k, f.perStep, f.barriers, f.threadgroups))
+	}
+	return "[" + strings.Join(b, ", ") + "]"
+}
+
+// TestPackedTileBarriers runs the packed tiles (qmatmul_mm, qmoe_mm_gate_up,
+// qmoe_mm_down) at their untuned tiles and at tiles whose two stages fit
+// the tile memory, against the reference, and holds each to its barriers a
+// k step (checkTileBarriers): a barrier before and after every step's
+// multiplies where one stage fits, one a step where two do.
+func TestPackedTileBarriers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: emulates 64-row prefill GEMMs")
+	}
+	mm := func(dt ops.DType) ops.Args {
+		return ops.Args{Op: ops.QMatMul, DType: dt, Ints: ops.Shape{ops.M: 64, ops.N: 128, ops.K: 1024}}
+	}
+	moe := func(dt ops.DType) ops.Args {
+		return ops.Args{Op: ops.QMoE, DType: dt, Ints: ops.Shape{ops.Tokens: 64, ops.Experts: 8, ops.TopK: 2,
+			ops.Hidden: 512, ops.Intermediate: 256}}
+	}
+	for _, c := range []struct {
+		name string
+		tu   metal.Tuning
+		args []ops.Args
+	}{
+		{"untuned", metal.Tuning{}, []ops.Args{mm(ops.Q4), mm(ops.Q4_K), moe(ops.Q4), moe(ops.Q4_K)}},
+		{"two stages", metal.Tuning{QMatMulTile: metal.Tile{BM: 32, BN: 64, BK: 32, SGM: 2, SGN: 2},
+			QMoETile: metal.Tile{BM: 32, BN: 32, BK: 32, SGM: 2, SGN: 2}},
+			[]ops.Args{mm(ops.Q4), mm(ops.Q4_K), moe(ops.Q4), moe(ops.Q4_K)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			be := newEmu(t, c.tu)
+			for _, a := range c.args {
+				_, e, desc := checkedWitness(t, be, a)
+				stats, _ := be.LastStepCost()
+				t.Logf("%s: error %.3g, barriers a k step %v", desc, e,
+					barrierFigures(checkTileBarriers(t, stats, packedTiles(a, c.tu))))
+			}
+		})
 	}
 }

@@ -1702,7 +1702,7 @@ template <int F> inline void q_values(QRow q, uint i0, constant QMatArgs& a, thr
 // QAffineHeld is a tile thread's scales and biases of one staged weight row,
 // 16 bytes of each (the words of the groups one load read), kept from the
 // k step that loads them to the last unit of their groups: a tile thread
-// stages the same row's units in k order (qmm_accumulate), so a row's
+// stages the same row's units in k order (qmm_stage), so a row's
 // scales are read once, not once a unit.
 struct QAffineHeld {
   uint4 s, b;
@@ -2025,8 +2025,8 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
 // output (gemm.h's MMAcc and mm_coord), staging a k step of QMM_BK values
 // of its activation rows and of its weight rows, the latter dequantized as
 // they are staged (each a unit of 32 values: q_values), never into device
-// memory. threadgroup(0) holds (mm_bm + mats·mm_bn)·QMM_LD floats
-// (bridge/metal: qmmMemory).
+// memory. threadgroup(0) holds mm_stages stages of (mm_bm +
+// mats·mm_bn)·QMM_LD floats (bridge/metal: qmmMemory).
 // ---------------------------------------------------------------------------
 #define QMM_BK 32
 #define QMM_LD (QMM_BK + 4) // staged row stride: 16 bytes of padding, as gemm.h's rows
@@ -2044,21 +2044,67 @@ struct QRows {
   uint w8;
 };
 
+// qmm_stage stages k step k0 of the tile into one stage (As, Bs, Us): the
+// activation rows, 16 bytes a thread at a time (k is a multiple of 32 in
+// every packed format), and the weight rows, one 32-value unit each,
+// dequantized; a thread's j-th row is the same at every step (held[j]),
+// whose steps it stages in k order.
+template <int F, bool DUAL>
+inline void qmm_stage(constant QMatArgs& a, device const float* x, threadgroup const int* src, QRows w0, QRows w1,
+                      uint n, uint n0, uint k0, threadgroup float* As, threadgroup float* Bs, threadgroup float* Us,
+                      ushort tid, ushort ntg, thread QAffineHeld* held) {
+  const int BM = mm_bm, BN = mm_bn;
+  const uint sz = q_scale_bytes(a);
+  for (int i = tid; i < BM * (QMM_BK / 4); i += ntg) {
+    const int r = i / (QMM_BK / 4), c = (i % (QMM_BK / 4)) * 4;
+    float4 v = 0.0f;
+    if (src[r] >= 0) {
+      v = *(device const float4*)(x + ulong(src[r]) * a.k + k0 + c);
+    }
+    *(threadgroup float4*)(As + r * QMM_LD + c) = v;
+  }
+  for (int j = 0; j < QMM_MAX_ROWS; j++) {
+    const int i = tid + j * ntg;
+    if (i >= (DUAL ? 2 : 1) * BN) {
+      break;
+    }
+    const int r = i % BN;
+    const bool up = DUAL && i >= BN;
+    const QRows m = up ? w1 : w0;
+    const uint row = n0 + uint(r);
+    float v[32];
+    if (row < n) {
+      const ulong ro = ulong(row) * a.row_bytes;
+      q_tile_values<F>(QRow{m.w + ro, m.s + ulong(row) * sz, m.b + ulong(row) * sz, uint((m.w8 + ro) & 7)}, k0, a,
+                       held[j], v);
+    } else {
+      for (int e = 0; e < 32; e++) {
+        v[e] = 0.0f;
+      }
+    }
+    threadgroup float* dst = (up ? Us : Bs) + r * QMM_LD;
+    for (int e = 0; e < 32; e += 4) {
+      *(threadgroup float4*)(dst + e) = float4(v[e], v[e + 1], v[e + 2], v[e + 3]);
+    }
+  }
+}
+
 // qmm_accumulate computes the tile's products over all of k into acc0 (w0)
 // and, when DUAL, acc1 (w1: gate and up over one activation tile): tile
 // row r is row src[r] of x (-1: none), columns are weight rows n0.. (of n).
-// Every thread of the threadgroup must call it, after src is written and a
-// barrier.
+// With mm_stages == 2 the staging is double buffered, as gemm.h's
+// mm_accumulate: step s+1 is staged into the other stage before step s's
+// multiplies, one barrier a k step; with 1 (two stages do not fit in 31
+// KiB: bridge/metal qmmMemory) a barrier before and after each step's
+// multiplies. Every thread of the threadgroup must call it, after src is
+// written and a barrier.
 template <int F, bool DUAL>
 inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgroup const int* src, QRows w0, QRows w1,
                            uint n, uint n0, threadgroup float* smem, ushort tid, ushort ntg, ushort sg,
                            thread MMAcc& acc0, thread MMAcc& acc1) {
   const int BM = mm_bm, BN = mm_bn, TM = BM / (8 * mm_sgm), TN = BN / (8 * mm_sgn);
   const int sgm = sg / mm_sgn, sgn = sg % mm_sgn;
-  const uint sz = q_scale_bytes(a);
-  threadgroup float* As = smem;
-  threadgroup float* Bs = smem + BM * QMM_LD;
-  threadgroup float* Us = Bs + BN * QMM_LD;
+  const int SL = (BM + (DUAL ? 2 : 1) * BN) * QMM_LD; // one stage's floats
   for (int i = 0; i < TM; i++) {
     for (int j = 0; j < TN; j++) {
       acc0.t[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
@@ -2066,44 +2112,24 @@ inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgr
     }
   }
   QAffineHeld held[QMM_MAX_ROWS];
-  for (uint k0 = 0; k0 < a.k; k0 += QMM_BK) {
-    // The activation rows' k step, 16 bytes a thread at a time (k is a
-    // multiple of 32 in every packed format).
-    for (int i = tid; i < BM * (QMM_BK / 4); i += ntg) {
-      const int r = i / (QMM_BK / 4), c = (i % (QMM_BK / 4)) * 4;
-      float4 v = 0.0f;
-      if (src[r] >= 0) {
-        v = *(device const float4*)(x + ulong(src[r]) * a.k + k0 + c);
-      }
-      *(threadgroup float4*)(As + r * QMM_LD + c) = v;
-    }
-    // The weight rows' k step: one 32-value unit each, dequantized; a
-    // thread's j-th row is the same at every step (held[j]).
-    for (int j = 0; j < QMM_MAX_ROWS; j++) {
-      const int i = tid + j * ntg;
-      if (i >= (DUAL ? 2 : 1) * BN) {
-        break;
-      }
-      const int r = i % BN;
-      const bool up = DUAL && i >= BN;
-      const QRows m = up ? w1 : w0;
-      const uint row = n0 + uint(r);
-      float v[32];
-      if (row < n) {
-        const ulong ro = ulong(row) * a.row_bytes;
-        q_tile_values<F>(QRow{m.w + ro, m.s + ulong(row) * sz, m.b + ulong(row) * sz, uint((m.w8 + ro) & 7)}, k0, a,
-                         held[j], v);
-      } else {
-        for (int e = 0; e < 32; e++) {
-          v[e] = 0.0f;
-        }
-      }
-      threadgroup float* dst = (up ? Us : Bs) + r * QMM_LD;
-      for (int e = 0; e < 32; e += 4) {
-        *(threadgroup float4*)(dst + e) = float4(v[e], v[e + 1], v[e + 2], v[e + 3]);
-      }
-    }
+  if (mm_stages == 2 && a.k > 0) { // prologue: step 0 into stage 0
+    qmm_stage<F, DUAL>(a, x, src, w0, w1, n, n0, 0, smem, smem + BM * QMM_LD, smem + (BM + BN) * QMM_LD, tid, ntg,
+                       held);
     threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  for (uint s = 0, k0 = 0; k0 < a.k; s++, k0 += QMM_BK) {
+    threadgroup float* As = smem + (mm_stages == 2 ? int(s & 1) : 0) * SL;
+    threadgroup float* Bs = As + BM * QMM_LD;
+    threadgroup float* Us = Bs + BN * QMM_LD;
+    const bool next = mm_stages == 2 && k0 + QMM_BK < a.k;
+    if (mm_stages != 2) {
+      qmm_stage<F, DUAL>(a, x, src, w0, w1, n, n0, k0, As, Bs, Us, tid, ntg, held);
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    } else if (next) { // the other stage: last read in step s-1, before its barrier
+      threadgroup float* An = smem + int(1 - (s & 1)) * SL;
+      qmm_stage<F, DUAL>(a, x, src, w0, w1, n, n0, k0 + QMM_BK, An, An + BM * QMM_LD, An + (BM + BN) * QMM_LD, tid,
+                         ntg, held);
+    }
     for (int kk = 0; kk < QMM_BK; kk += 8) {
       simdgroup_float8x8 af[MM_MAX_TM], bf[MM_MAX_TN];
       for (int i = 0; i < TM; i++) {
@@ -2128,7 +2154,9 @@ inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgr
         }
       }
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (mm_stages != 2 || next) {
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
   }
 }
 

@@ -605,11 +605,19 @@ var metalMatMul = &Space{
 	Format:    func(c Config) string { return metalPathFormat(c, "m") },
 }
 
-// MetalQTileMemory is a packed tile's threadgroup memory as bridge/metal
-// sizes it (kernels/metal/quant.metal qmm_accumulate): one k step of bm
-// activation rows and mats weight matrices of bn rows, all as floats, each
-// row one 32-value unit plus 16 bytes of padding.
-func MetalQTileMemory(bm, bn, mats int) int { return (bm + mats*bn) * (32 + 4) * 4 }
+// MetalQTileMemory is a packed tile's threadgroup memory and staging
+// buffers as bridge/metal sizes them (kernels/metal/quant.metal
+// qmm_accumulate): per stage, one k step of bm activation rows and mats
+// weight matrices of bn rows, all as floats, each row one 32-value unit
+// plus 16 bytes of padding; two stages (double buffered) when they fit in
+// most bytes, else one, as MetalTileMemory.
+func MetalQTileMemory(bm, bn, mats, most int) (bytes, stages int) {
+	per := (bm + mats*bn) * (32 + 4) * 4
+	if 2*per <= most {
+		return 2 * per, 2
+	}
+	return per, 1
+}
 
 // metalQMVKnobs are a packed GEMV's knobs (quant.metal qmatvec, qmoe_mv),
 // applying where when says: its weight rows per simdgroup and simdgroups
@@ -634,14 +642,22 @@ func metalQTileKnobs(when func(Config, Shape) bool) []Knob {
 }
 
 // metalQTileMemory caps a packed tile of mats weight matrices
-// (MetalQTileMemory) at the device's threadgroup memory less the slack.
+// (MetalQTileMemory, double buffered where that fits) at the device's
+// threadgroup memory less the slack.
 func metalQTileMemory(mats int) Constraint {
-	return metalMemory(metalTileSlack, func(c Config, _ Shape) int {
+	return Constraint{Name: "threadgroup memory", Check: func(c Config, _ Shape, lim Limits) error {
 		if !metalTiled(c) {
-			return 0
+			return nil
 		}
-		return MetalQTileMemory(c.Int(KnobBM), c.Int(KnobBN), mats)
-	})
+		most := lim.ThreadgroupMemory
+		if most <= 0 {
+			most = 32 << 10
+		}
+		if n, _ := MetalQTileMemory(c.Int(KnobBM), c.Int(KnobBN), mats, most-metalTileSlack); n > most-metalTileSlack {
+			return fmt.Errorf("%d bytes exceed the %d available", n, most-metalTileSlack)
+		}
+		return nil
+	}}
 }
 
 // metalQMatMulTile is the packed matmul's untuned tile (bridge/metal
