@@ -29,6 +29,24 @@ __attribute__((noinline)) uint rounds_of_ni(device uint* o, uint i, uint n, uint
   }
   return n;
 }
+uint one_rec(device uint* o, uint i, uint n) {
+  REC(mask());
+  return n;
+}
+struct P {
+  uint i;
+  P(uint x) : i(x) {}
+  uint rec(device uint* o, uint n) const {
+    REC(mask());
+    return n;
+  }
+};
+uint max(P a, P b) { return a.i > b.i ? a.i : b.i; }
+__attribute__((noinline)) uint loop_rec_ni(device uint* o, uint i, uint n) {
+  for (uint k = 0; k < 2; k++)
+    REC(mask());
+  return n;
+}
 `
 
 // TestLoopRounds runs kernels whose lanes reach one simd operation in
@@ -68,6 +86,8 @@ func checkLoopRounds(t *testing.T, dev *emu.Device) {
 		return rs
 	}
 	all := []in{func(int) bool { return true }}
+	low16 := func(l int) bool { return l < 16 }
+	high16 := func(l int) bool { return l >= 16 }
 	// The value of a lane's operation, given the lanes that run it.
 	ballot := func(set uint32, _ int) uint32 { return set }
 	sum := func(set uint32, _ int) uint32 {
@@ -128,6 +148,37 @@ func checkLoopRounds(t *testing.T, dev *emu.Device) {
 		{"float acc = 0; for (uint k = i; k < 70; k += 32) acc += 1.0f; REC(as_type<uint>(simd_sum(acc)));", all,
 			func(uint32, int) uint32 { return math.Float32bits(70) }},
 		{"uint k = i; while (k < 40) k += 32; for (uint a = 0; a < 2; a++) { uint j = a; do { j++; } while (j < i % 3); } REC(mask());", all, ballot},
+		// Lanes at two operations in the same rounds complete in program
+		// order: those of a branch's one side run its operations, then
+		// every lane meets after the branch, as a GPU rejoins them.
+		{"float s = 0; if (i < 16) { for (uint k = 0; k < 2; k++) s += simd_sum(1.0f); } REC(as_type<uint>(simd_sum(s)));", all,
+			func(uint32, int) uint32 { return math.Float32bits(16 * 32) }},
+		{"float s = 0; if (i < 16) s = simd_sum(1.0f); REC(as_type<uint>(simd_sum(s)));", all,
+			func(uint32, int) uint32 { return math.Float32bits(16 * 16) }},
+		{"if (i < 16) { for (uint k = 0; k < 2; k++) REC(mask()); } REC(mask());", append(grid(2, func(l, _ int) bool { return l < 16 }), all...), ballot},
+		{"if (i < 16) REC(mask()); REC(mask());", []in{low16, all[0]}, ballot},
+		{"if (i < 16) { REC(mask()); REC(mask()); } else REC(mask()); REC(mask());", []in{low16, low16, high16, all[0]}, ballot},
+		{"if (i >= 16) { REC(mask()); } else { for (uint k = 0; k < 2; k++) REC(mask()); } REC(mask());",
+			append([]in{high16}, append(grid(2, func(l, _ int) bool { return l < 16 }), all...)...), ballot},
+		// Nested branches.
+		{"if (i < 16) { if (i & 1) REC(mask()); REC(mask()); } else if (i < 24) REC(mask()); REC(mask());",
+			[]in{func(l int) bool { return l < 16 && l&1 == 1 }, low16, func(l int) bool { return l >= 16 && l < 24 }, all[0]}, ballot},
+		// A branch in a loop, then an operation after it in the same round.
+		{"for (uint k = 0; k < 2; k++) { if (((i + k) & 1) == 0) REC(mask()); REC(mask()); }",
+			[]in{func(l int) bool { return alternate(l, 0) }, all[0], func(l int) bool { return alternate(l, 1) }, all[0]}, ballot},
+		// A function called on one side, inlined or not.
+		{"if (i < 16) n = one_rec(o, i, n); REC(mask());", []in{low16, all[0]}, ballot},
+		{"if (i < 16) n = loop_rec_ni(o, i, n); REC(mask());", append(grid(2, func(l, _ int) bool { return l < 16 }), all...), ballot},
+		{"if (i < 16) { REC(mask()); REC(mask()); } else n = one_rec(o, i, n); REC(mask());", []in{low16, low16, high16, all[0]}, ballot},
+		{"if (i < 16) n = one_rec(o, i, n); else n = loop_rec_ni(o, i, n); REC(mask());", []in{low16, high16, high16, all[0]}, ballot},
+		// A member function, and a function whose argument calls another
+		// of a name the unit defines (metal's max, not the unit's).
+		{"P p(i); if (i < 16) n = p.rec(o, n); REC(mask());", []in{low16, all[0]}, ballot},
+		{"if (i < 16) n = one_rec(o, max(i, 1u) - max(i, 1u) + i, n); REC(mask());", []in{low16, all[0]}, ballot},
+		// Lanes that returned block no one.
+		{"if (i % 4 == 0) return; if (i < 16) REC(mask()); REC(mask());",
+			[]in{func(l int) bool { return l%4 != 0 && l < 16 }, func(l int) bool { return l%4 != 0 }}, ballot},
+		{"if (i < 16) { REC(mask()); if (i & 1) return; } REC(mask());", []in{low16, func(l int) bool { return l >= 16 || l&1 == 0 }}, ballot},
 	}
 	lib := caseLibrary(t, dev, loopFunctions, len(cases), func(name string, j int) string {
 		return fmt.Sprintf("kernel void %s(device uint* o [[buffer(0)]], uint i [[thread_position_in_grid]]) { uint n = 0; %s }\n", name, cases[j].body)
@@ -174,9 +225,10 @@ func checkLoopRounds(t *testing.T, dev *emu.Device) {
 }
 
 // BenchmarkLoopRounds times what a loop's scope costs: a long loop of
-// scalar work, whose every round ticks it, and a loop running a simd_sum a
-// round, which block_simd keys by the round, in CPU time as well as wall
-// time, which a shared machine makes noisy.
+// scalar work, whose every round ticks it, a loop running a simd_sum a
+// round, which block_simd keys by the round, and a loop calling a function
+// a round, whose call notes its place and whose frame takes it, in CPU
+// time as well as wall time, which a shared machine makes noisy.
 func BenchmarkLoopRounds(b *testing.B) {
 	dev := newDevice(b, emu.Options{})
 	lib := newLibrary(b, dev, `#include <metal_stdlib>
@@ -187,6 +239,13 @@ kernel void scalar_loop(device float* o [[buffer(0)]], uint i [[thread_position_
     acc = acc * 0.999f + float(k ^ i);
   o[i] = acc;
 }
+float step(float acc, uint k, uint i) { return acc * 0.999f + float(k ^ i); }
+kernel void call_loop(device float* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  float acc = 0;
+  for (uint k = 0; k < 4096; k++)
+    acc = step(acc, k, i);
+  o[i] = acc;
+}
 kernel void simd_loop(device float* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {
   float acc = 0;
   for (uint k = 0; k < 64; k++)
@@ -194,7 +253,7 @@ kernel void simd_loop(device float* o [[buffer(0)]], uint i [[thread_position_in
   o[i] = acc;
 }
 `)
-	for _, name := range []string{"scalar_loop", "simd_loop"} {
+	for _, name := range []string{"scalar_loop", "call_loop", "simd_loop"} {
 		b.Run(name, func(b *testing.B) {
 			p := pipe(b, lib, name, nil)
 			o := newBuf(b, dev, 4*2048)

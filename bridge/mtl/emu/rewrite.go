@@ -131,6 +131,7 @@ type rewriter struct {
 	nTramp    int
 	nSite     int
 	nLoops    int            // the loop scopes opened (openLoop)
+	frames    map[int]string // the function bodies outside constexpr functions, by their '{': the function's name, or "" (openFrame)
 	doWhile   map[int]string // each do's while, by token index: the do's scope, or "" for none (doLoop)
 }
 
@@ -190,6 +191,7 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 		r.addrArgs()
 		r.constSwizzles()
 		r.spaceOverloads()
+		r.callGuards() // last: it sees every other rewrite's edits
 	}
 	if r.err != nil {
 		return "", nil, nil, r.err
@@ -461,6 +463,7 @@ func (r *rewriter) walk() {
 		t := r.toks[i]
 		switch t.text {
 		case "{":
+			fnParams := -2 // the body's parameter list (functionBody), -2 if it opens none
 			if r.inFunction() {
 				r.bracedArg(i)
 			}
@@ -482,11 +485,15 @@ func (r *rewriter) walk() {
 						if !dup {
 							r.noteSpaceDef(i, params)
 						}
+						fnParams = params
 					}
 				}
 			}
 			r.ns = append(r.ns, name)
 			r.nsAt = append(r.nsAt, i)
+			if fnParams != -2 && !r.inConstexpr() {
+				r.openFrame(i, fnParams)
+			}
 			continue
 		case "}":
 			if len(r.ns) > 0 {
@@ -774,6 +781,197 @@ func (r *rewriter) openLoop(i int) string {
 	r.edits = append(r.edits, edit{at, at, fmt.Sprintf("switch (::metal::__emu::loop_scope %s(%d); 0) default: ", name, r.nLoops)})
 	r.nLoops++
 	return name
+}
+
+// openFrame notes the function whose body opens at open and whose
+// parameter list opens at params (-1 where that is not at hand), outside a
+// constexpr function: callGuards opens its frame scope there, the shim's
+// frame_scope, which takes its place in the caller from the call's call_at
+// by the function's tag, so that emu_runtime.cpp's waits puts lanes in a
+// call and lanes at the caller's operations in program order
+// (docs/msl-subset.md, "Synchronisation and SIMD groups"). A function the
+// tag does not name (a constructor with member initialisers, an operator,
+// a destructor) takes tag 0, which no call names.
+func (r *rewriter) openFrame(open, params int) {
+	name := ""
+	if params > 0 {
+		k := params - 1
+		if r.text(k) == ">" {
+			if o := r.matchBack(k); o > 0 {
+				k = o - 1
+			}
+		}
+		if t := r.tok(k); t.kind == tIdent && r.text(k-1) != "~" && r.text(k-1) != "operator" && !notCalls[t.text] {
+			name = t.text
+		}
+	}
+	if r.frames == nil {
+		r.frames = map[int]string{}
+	}
+	r.frames[open] = name
+}
+
+// callTag is the tag of the functions named name: an FNV-1a hash, never 0.
+func callTag(name string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint32(name[i])) * 16777619
+	}
+	return h | 1
+}
+
+// reachesSimd reports, by its '{', each body of a function that openFrame
+// noted that may hold a thread at a simd operation, or in a loop: it names a simd operation (simd_, quad_ or
+// simdgroup_), opens a loop, or calls such a function. Only those open a
+// frame, and only their calls note a place (callGuards): a thread never
+// stops in another, and what a frame costs (three stores a call, and two
+// for its call_at) stays out of the small functions hot loops call. A loop
+// in a function with no frame would be taken for its caller's.
+func (r *rewriter) reachesSimd() map[int]bool {
+	names, bodies := map[string]bool{}, map[int]bool{}
+	for changed := true; changed; {
+		changed = false
+		for _, b := range r.bodies {
+			name, ok := r.frames[b[0]]
+			if !ok || bodies[b[0]] {
+				continue
+			}
+			for k := b[0] + 1; k < b[1]; k++ {
+				t := r.toks[k]
+				if t.kind == tIdent && (t.text == "for" || t.text == "while" || t.text == "do" || names[t.text] ||
+					strings.HasPrefix(t.text, "simd_") || strings.HasPrefix(t.text, "quad_") || strings.HasPrefix(t.text, "simdgroup_")) {
+					bodies[b[0]], changed = true, true
+					if name != "" {
+						names[name] = true
+					}
+					break
+				}
+			}
+		}
+	}
+	return bodies
+}
+
+// callGuards opens the frame of every function that reachesSimd names, and
+// notes the place of every call of one in a body that opens a frame:
+// `f(x)` becomes `(::metal::__emu::call_at(tag), f(x))`, and a member's
+// `(call_at(tag), a.b).f(x)`, whose call_at notes the call's line and
+// column before its arguments run. A call of a member of what a call or
+// cast gives (`g(x).f()`), of a template's scope (`S<T>::f(x)`), and one a
+// rewrite of a larger span holds are left alone: their frames have no
+// place.
+func (r *rewriter) callGuards() {
+	framed := r.reachesSimd()
+	tags := map[string]uint32{}
+	var frames []edit
+	for _, b := range r.bodies {
+		name := r.frames[b[0]]
+		if !framed[b[0]] {
+			continue
+		}
+		var tag uint32
+		if name != "" {
+			tag = callTag(name)
+			tags[name] = tag
+		}
+		at := r.toks[b[0]].end
+		frames = append(frames, edit{at, at, fmt.Sprintf(" ::metal::__emu::frame_scope __emu_frame(%du, __builtin_return_address(0));", tag)})
+	}
+	if len(frames) == 0 {
+		return
+	}
+	// The positions a replacement spans past its start, or starts or ends
+	// at: a guard there would hold part of the replacement, or be held by
+	// it (`div_obj(p, ...)`, divOps).
+	inside := make([]bool, len(r.src)+1)
+	for _, e := range r.edits {
+		if e.end > e.start {
+			for p := e.start; p <= e.end; p++ {
+				inside[p] = true
+			}
+		}
+	}
+	var opens, closes []edit
+	for _, b := range r.bodies {
+		if !framed[b[0]] {
+			continue
+		}
+		for k := b[0] + 1; k < b[1]; k++ {
+			t := r.toks[k]
+			tag, ok := tags[t.text]
+			if !ok || t.kind != tIdent {
+				continue
+			}
+			open := k + 1
+			if r.text(open) == "<" {
+				if m := r.match(open); m > 0 {
+					open = m + 1
+				}
+			}
+			if r.text(open) != "(" {
+				continue
+			}
+			end := r.match(open)
+			start := k // the qualified name's first token (`ns::f`, `::f`)
+			for r.text(start-1) == "::" && r.tok(start-2).kind == tIdent {
+				start -= 2
+			}
+			if r.text(start-1) == "::" {
+				start--
+			}
+			// The guard holds the call, or a member's object (`(call_at(t),
+			// a.b).f(x)`): the object is evaluated before the arguments.
+			from, to := start, end
+			switch p := r.tok(start - 1); {
+			case p.text == "." || p.text == "->":
+				if from = r.memberObject(start - 1); from < 0 {
+					continue
+				}
+				to = start - 2
+			case p.text == "~" || p.text == "::" || p.text == "template":
+				continue // a destructor's call, or one of a template's scope (`S<T>::f(x)`)
+			case p.text == ">" && r.matchBack(start-1) >= 0:
+				continue // a declaration (`vec<float, 4> v(x)`), or so it seems (`a < b && c > f(x)`)
+			case p.kind == tIdent && !notDeclarator[p.text]:
+				continue // a declaration (`S s(x)`)
+			}
+			if end < 0 || inside[r.toks[from].pos] || inside[r.toks[to].end] {
+				continue
+			}
+			opens = append(opens, edit{r.toks[from].pos, r.toks[from].pos, fmt.Sprintf("(::metal::__emu::call_at(%du), ", tag)})
+			closes = append(closes, edit{r.toks[to].end, r.toks[to].end, ")"})
+		}
+	}
+	// At one position the guard's '(' goes after, and its ')' before, what
+	// other rewrites insert there (apply keeps their order): the guard holds
+	// the call alone.
+	r.edits = append(append(append(closes, r.edits...), frames...), opens...)
+}
+
+// memberObject is the first token of the object whose member the '.' or
+// '->' at dot names (`a.b[i].f(x)`, `this->f()`): names, members and
+// subscripts back to it. It is -1 for an object a call or a cast gives
+// (`g(x).f()`), whose guard would share its ends with the call's.
+func (r *rewriter) memberObject(dot int) int {
+	k := dot - 1
+	for {
+		switch t := r.tok(k); {
+		case t.text == "]":
+			if k = r.matchBack(k); k < 0 {
+				return -1
+			}
+			k--
+			continue
+		case t.kind != tIdent || t.text == "template" || t.text == "operator":
+			return -1
+		}
+		switch r.text(k - 1) {
+		case ".", "->", "::":
+			k -= 2
+			continue
+		}
+		return k
+	}
 }
 
 // doLoop opens the scope of the do-while at i and notes its while, whose

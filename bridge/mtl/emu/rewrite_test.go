@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -338,6 +339,54 @@ func TestRewriteStackChecks(t *testing.T) {
 		if got := strings.Count(out, check); got != tc.want {
 			t.Errorf("%s: %d stack checks, want %d:\n%s", tc.src, got, tc.want, out)
 		}
+	}
+}
+
+// frameOf is the frame scope that starts the body of a function named
+// name (openFrame).
+func frameOf(name string) string {
+	return fmt.Sprintf(" ::metal::__emu::frame_scope __emu_frame(%du, __builtin_return_address(0));", callTag(name))
+}
+
+// Every function body that may hold a thread at a simd operation or in a
+// loop (one of its own, or of a function it calls), outside a constexpr
+// function, opens a frame scope, and every call of such a function, in a
+// body that opens one, notes its place first (call_at), a member's call in
+// its object: the scheduler orders lanes in a call and lanes at the
+// caller's operations by it (docs/msl-subset.md, "Synchronisation and SIMD
+// groups"). A declaration, a destructor, a call of a template's member and
+// a function of no frame take none.
+func TestRewriteCallPlaces(t *testing.T) {
+	at := func(name string) string { return fmt.Sprintf("(::metal::__emu::call_at(%du), ", callTag(name)) }
+	const head = "struct S { float v; float get(float x) { return v + simd_sum(x); } float sum() const { return g(v); } };\n" +
+		"float g(float x) { return simd_max(x); }\ntemplate <class T> T tg(T x) { while (x > 1) x /= 2; return x; }\n" +
+		"namespace ns { float h(float x) { return tg(x); } float plain(float x) { return x * 2; } }\n" +
+		"constexpr float c(float x) { return x + g(x); }\n"
+	for _, c := range []struct{ stmt, want string }{
+		{"y = g(x);", "y = " + at("g") + "g(x));"},
+		{"y = g(g(x)) + tg<float>(x);", "y = " + at("g") + "g(" + at("g") + "g(x)))) + " + at("tg") + "tg<float>(x));"},
+		{"y = ns::h(x) + ::g(x);", "y = " + at("h") + "ns::h(x)) + " + at("g") + "::g(x));"},
+		{"return g(x);", "return " + at("g") + "g(x));"},
+		{"if (g(x) > 0) y = 1;", "if (" + at("g") + "g(x)) > 0) y = 1;"},
+		{"if (y > g(x)) y = 1;", "if (y > " + at("g") + "g(x))) y = 1;"},
+		{"y = s.get(x) + p->sum() + a[1].get(x);", "y = " + at("get") + "s).get(x) + " + at("sum") + "p)->sum() + " + at("get") + "a[1]).get(x);"},
+		{"y = c(x) + ns::plain(x);", "y = c(x) + ns::plain(x);"},
+		{"S t(x); t.~S();", "S t(x); t.~S();"},
+		{"float g(float); y = x;", "float g(float); y = x;"},
+	} {
+		out, _, _ := rewriteOK(t, head+"void body(float x, float y, thread S& s, thread S* p, thread S* a) {\n  "+c.stmt+"\n}\n")
+		if !strings.Contains(out, c.want) {
+			t.Errorf("%s: output lacks %q:\n%s", c.stmt, c.want, out)
+		}
+	}
+	out, _, _ := rewriteOK(t, head)
+	for _, name := range []string{"get", "sum", "g", "tg", "h"} {
+		if !strings.Contains(out, frameOf(name)) {
+			t.Errorf("%s opens no frame:\n%s", name, out)
+		}
+	}
+	if strings.Contains(out, frameOf("c")) || strings.Contains(out, frameOf("plain")) || strings.Contains(out, "x + "+at("g")) {
+		t.Errorf("the constexpr function or one that reaches no simd operation opens a frame, or notes a call:\n%s", out)
 	}
 }
 

@@ -790,8 +790,9 @@ static inline uint64_t call_path(const Fiber *f, void **fp) {
 // loop_rounds adds to h the round of every loop the fiber is in (the
 // shim's LoopScope), so that lanes meet only in the same round of each.
 static inline uint64_t loop_rounds(const Fiber *f, uint64_t h) {
-  for (const LoopScope *s = f->loops; s; s = s->up)
-    h = (h ^ (uint64_t(s->id) << 32 | s->n)) * 0x9e3779b97f4a7c15ull;
+  for (const Scope *s = f->scopes; s; s = s->up)
+    if (!s->ret)
+      h = (h ^ (uint64_t(s->id) << 32 | s->n)) * 0x9e3779b97f4a7c15ull;
   return h;
 }
 
@@ -1001,47 +1002,77 @@ static bool same_site(const char *f1, unsigned l1, unsigned c1, const char *f2, 
   return l1 == l2 && c1 == c2 && (f1 == f2 || strcmp(f1, f2) == 0);
 }
 
-// waits reports whether fiber a, stopped at a simd operation, waits for b,
-// stopped at another: where their loops part, b is in an earlier round of
-// a loop both are in (a lane of round 0 may yet reach round 1's
-// operation), in a loop opened earlier in the same round of the loops
-// around (lanes still in a loop reach what follows it), or past fewer
-// loops than the one a is in (a lane before a loop enters it). Where they
-// are in different loops opened as the same one of their round, they took
-// two sides of a branch: neither waits. This orders the stopped lanes
-// strictly, so some operation always completes. A lane in more than
-// kMaxLoops loops orders none.
-enum { kMaxLoops = 64 };
-static bool waits(const Fiber *a, const Fiber *b) {
-  const LoopScope *ca[kMaxLoops], *cb[kMaxLoops]; // innermost first
-  int na = 0, nb = 0;
-  for (const LoopScope *s = a->loops; s; s = s->up) {
-    if (na == kMaxLoops)
-      return false;
-    ca[na++] = s;
+// Place is one step of where a lane stopped at a simd operation stands,
+// from the kernel's frame in: a frame (the call that made it), a loop (its
+// start and round), and last the operation.
+struct Place {
+  const char *file; // null: not known
+  uint32_t line, col, id, n;
+  const void *ret;  // a frame's return address
+  bool loop;
+};
+
+// places lists where f stands, outermost first, in p (room for kMaxPlaces);
+// -1 if that does not hold it.
+enum { kMaxPlaces = 64 };
+static int places(const Fiber *f, Place *p) {
+  int n = 0;
+  for (const Scope *s = f->scopes; s; s = s->up) {
+    if (n == kMaxPlaces - 1)
+      return -1;
+    p[n++] = {s->file, s->line, s->col, s->id, s->n, s->ret, !s->ret};
   }
-  for (const LoopScope *s = b->loops; s; s = s->up) {
-    if (nb == kMaxLoops)
-      return false;
-    cb[nb++] = s;
+  for (int i = 0, j = n - 1; i < j; i++, j--) {
+    Place t = p[i];
+    p[i] = p[j];
+    p[j] = t;
   }
-  for (int k = 0;; k++) { // from the outermost
-    const LoopScope *x = k < na ? ca[na - 1 - k] : nullptr, *y = k < nb ? cb[nb - 1 - k] : nullptr;
-    if (x && y) {
-      if (x->seq != y->seq)
-        return y->seq < x->seq;
-      if (x->id != y->id)
-        return false;
-      if (x->n != y->n)
-        return y->n < x->n;
-      continue;
-    }
-    if (x) // b is in no loop here, past the loops it opened in this round
-      return (k ? cb[nb - k]->opened : b->opened) < x->seq;
-    if (y)
-      return (k ? ca[na - k]->opened : a->opened) >= y->seq;
+  p[n++] = {f->op.file, f->op.line, f->op.col, 0, 0, nullptr, false};
+  return n;
+}
+
+// before reports whether x comes before y in the source of one function:
+// a loop's start before an operation or call after it, one round of a loop
+// before the next. Places in two files, or with one not known, are in no
+// order.
+static bool before(const Place &x, const Place &y) {
+  if (!x.file || !y.file || (x.file != y.file && strcmp(x.file, y.file) != 0))
     return false;
-  }
+  if (x.line != y.line || x.col != y.col)
+    return x.line < y.line || (x.line == y.line && x.col < y.col);
+  return x.loop && y.loop && x.id == y.id && x.n < y.n;
+}
+
+// same_place reports whether x and y are one place: one call's frame, one
+// round of one loop, or one operation's site.
+static bool same_place(const Place &x, const Place &y) {
+  return x.loop == y.loop && x.ret == y.ret && x.id == y.id && x.n == y.n && x.line == y.line && x.col == y.col &&
+         (x.file == y.file || (x.file && y.file && strcmp(x.file, y.file) == 0));
+}
+
+// waits reports whether fiber a, stopped at a simd operation, waits for b,
+// stopped at another: b is earlier in a GPU's program order, which runs
+// the code in its order and a loop round by round. At the first place
+// where they part (a frame, a loop or the operation), b is in an earlier
+// round of a loop both are in (a lane of round 0 may yet reach round 1's
+// operation), or stands before a in the source of that function: in a
+// loop or a call that a has left, at an operation before the loop or call
+// a is in, or on the side of a branch that comes first, whose lanes
+// complete their operations before the other side's. A lane before a runs
+// on to a's place, or past it. This orders the stopped lanes strictly
+// (each place before the next), so some operation always completes; lanes
+// at places in no order (a call the rewriter notes no place of) complete
+// apart. A lane more than kMaxPlaces deep orders none (docs/msl-subset.md,
+// "Synchronisation and SIMD groups").
+static bool waits(const Fiber *a, const Fiber *b) {
+  Place pa[kMaxPlaces], pb[kMaxPlaces];
+  int na = places(a, pa), nb = places(b, pb);
+  if (na < 0 || nb < 0)
+    return false;
+  for (int k = 0; k < na && k < nb; k++)
+    if (!same_place(pa[k], pb[k]))
+      return before(pb[k], pa[k]);
+  return false;
 }
 
 // resolve_simd completes the pending simd operations of every simdgroup
@@ -1082,7 +1113,10 @@ static bool resolve_simd(Worker *w) {
       bool wait = false;
       for (uint32_t rest = waiting & ~mine; rest && !wait; rest &= rest - 1)
         wait = waits(lead, &w->fibers[base + __builtin_ctz(rest)]);
-      if (!wait)
+      // waits orders the lanes strictly, so some operation waits for none;
+      // should two lanes of one operation stand at places it tells apart,
+      // the last one completes all the same.
+      if (!wait || (nops == 0 && !(waiting & ~seen)))
         nops++;
     }
     for (int k = 0; k < nops; k++) {
@@ -1190,8 +1224,8 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
     f->w = w;
     f->c_rd = f->c_wr = f->c_ld = f->c_st = 0;
     f->last_n = 0;
-    f->loops = nullptr; // a thread of a failed dispatch left its loops unclosed
-    f->opened = 0;
+    f->scopes = nullptr; // a thread of a failed dispatch left its loops and frames unclosed
+    f->ncalls = 0;
     init_fiber(w, f, int(i));
   }
 
