@@ -425,8 +425,11 @@ func (db *DB) sameRuns(r *Run, col string, v any) ([]int64, error) {
 // modification time, or by the time of its import where standard input
 // gave it, which has none. Runs that share only their start (files dated
 // by their modification time, a sweep's runs begun in one second) are two
-// runs.
-func (db *DB) FindRecord(rec *RunRecord) (int64, bool, error) {
+// runs. Cases are matched by their keys as keys reads them, given each
+// case's key and parameters (suites.RunKeys: a peer result imported before
+// a keying rule changed is the same result imported again now); nil keys
+// matches them as stored.
+func (db *DB) FindRecord(rec *RunRecord, keys KeyReader) (int64, bool, error) {
 	r := &rec.Run
 	ids, err := db.sameRuns(r, "started_at", fmtTime(r.StartedAt))
 	if err != nil {
@@ -439,23 +442,39 @@ func (db *DB) FindRecord(rec *RunRecord) (int64, bool, error) {
 		}
 		ids = append(ids, more...)
 	}
-	want := rec.content()
+	want := rec.content(keys)
 	for _, id := range ids {
 		got, err := db.ExportRun(id)
 		if err != nil {
 			return 0, false, err
 		}
-		if got.Run.ToolVersion == r.ToolVersion && got.content() == want {
+		if got.Run.ToolVersion == r.ToolVersion && got.content(keys) == want {
 			return id, true, nil
 		}
 	}
 	return 0, false, nil
 }
 
+// KeyReader reads one run's case keys as cases are keyed now, given each
+// case's stored key and recorded parameters (suites.RunKeys); the store
+// keeps the keys as they were written.
+type KeyReader func(keys []string, params []map[string]string) []string
+
 // content is what a run measured, for telling two runs of one start apart:
-// its cases' keys and their samples, in a fixed order.
-func (rec *RunRecord) content() string {
+// its cases' keys (as keys reads them, where it is not nil) and their
+// samples, in a fixed order.
+func (rec *RunRecord) content(keys KeyReader) string {
 	cases := slices.Clone(rec.Cases)
+	if keys != nil {
+		ks := make([]string, len(cases))
+		ps := make([]map[string]string, len(cases))
+		for i, c := range cases {
+			ks[i], ps[i] = c.Case.Key, c.Case.Params
+		}
+		for i, k := range keys(ks, ps) {
+			cases[i].Case.Key = k
+		}
+	}
 	slices.SortFunc(cases, func(a, b CaseRecord) int { return strings.Compare(a.Case.Key, b.Case.Key) })
 	var b strings.Builder
 	for _, c := range cases {

@@ -388,7 +388,7 @@ func TestFindRecordBySuiteHash(t *testing.T) {
 		{"other bytes, dated later", peer(t0.Add(time.Hour), "def", "mlx_lm.benchmark", 40), false},
 		{"no hash, dated later", peer(t0.Add(time.Hour), "", "mlx_lm.benchmark", 40), false},
 	} {
-		got, ok, err := db.FindRecord(tc.rec)
+		got, ok, err := db.FindRecord(tc.rec, nil)
 		if err != nil || ok != tc.want || ok && got != id {
 			t.Errorf("%s: FindRecord = %d, %v, %v; want found %v", tc.what, got, ok, err, tc.want)
 		}

@@ -182,7 +182,7 @@ func peerCommand() *cli.Command {
 				err = storeBatch(c, db, func(db *results.DB) error {
 					for _, p := range all {
 						for _, rec := range p.recs {
-							if id, ok, err := db.FindRecord(rec); err != nil {
+							if id, ok, err := db.FindRecord(rec, suites.RunKeys); err != nil {
 								return err
 							} else if ok {
 								// The same file twice would pool its figures twice.

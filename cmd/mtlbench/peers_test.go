@@ -999,3 +999,45 @@ func TestPeerImportFlagValues(t *testing.T) {
 		}
 	}
 }
+
+// A peer result imported by an earlier mtlbench, which keyed a value at its
+// default with it (batch=1), is the same result imported again now, keyed
+// without it: skipped, not stored twice for compare to pool twice
+// (docs/suites.md, "A default written is a default left out").
+func TestPeerImportAgainAfterKeysDroppedDefaults(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	for _, tc := range []struct{ name, text, old, now string }{
+		{"mlx batch 1", "Timing with prompt_tokens=128, generation_tokens=64, batch_size=1.\nTrial 1:  prompt_tps=500.000, generation_tps=40.000, peak_memory=1.000\n",
+			"model/bench/batch=1/gen_len=64/prompt_len=128", "model/bench/gen_len=64"},
+		{"mlx batch 2", "Timing with prompt_tokens=16, generation_tokens=8, batch_size=2.\nTrial 1:  prompt_tps=900.000, generation_tps=70.000, peak_memory=1.000\n",
+			"", "model/bench/batch=2/gen_len=8/prompt_len=16"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".txt")
+			if err := os.WriteFile(p, []byte(tc.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, err := mtl(t, "peer", "import", p, "--db", db)
+			if err != nil || !strings.Contains(stderr, "imported ") {
+				t.Fatalf("first import: %v\n%s", err, stderr)
+			}
+			if tc.old != "" {
+				// As the earlier mtlbench stored it.
+				d, err := results.Open(db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := d.SQL().Exec(`UPDATE cases SET case_key = ? WHERE case_key = ?`, tc.old, tc.now)
+				if n, _ := res.RowsAffected(); err != nil || n != 1 {
+					t.Fatalf("rewriting the key: %v, %d rows", err, n)
+				}
+				d.Close()
+			}
+			_, stderr, err = mtl(t, "peer", "import", p, "--db", db)
+			if err != nil || !strings.Contains(stderr, "is already here as run") || strings.Contains(stderr, "imported ") {
+				t.Errorf("the same result again: %v\n%s", err, stderr)
+			}
+		})
+	}
+}
