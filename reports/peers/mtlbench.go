@@ -10,6 +10,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // MtlbenchFormat is the format tag of mtlbench's own peer-run JSON, which
@@ -110,8 +111,18 @@ func parseMtlbench(data []byte) ([]*Run, error) {
 			return nil, fmt.Errorf("case %d (%s): %w", i+1, c.Key, err)
 		}
 	}
-	for _, c := range p.Cases {
-		run.Cases = append(run.Cases, Case{Key: c.Key, Name: c.Name, Kind: c.Kind, Params: c.Params,
+	// Keyed as a run of the suite it mirrors keys its cases now, by the
+	// rule compare reads stored keys by (suites.RunKeys): a value at its
+	// default written in a key (batch=1) is left out, as the other formats'
+	// keys (benchKey) and mtlbench's own leave it.
+	keys := make([]string, len(p.Cases))
+	params := make([]map[string]string, len(p.Cases))
+	for i, c := range p.Cases {
+		keys[i], params[i] = c.Key, c.Params
+	}
+	keys = suites.RunKeys(keys, params)
+	for i, c := range p.Cases {
+		run.Cases = append(run.Cases, Case{Key: keys[i], Name: c.Name, Kind: c.Kind, Params: c.Params,
 			LayersRun: c.LayersRun, LayersTotal: c.LayersTotal, Samples: c.Samples})
 	}
 	return []*Run{run}, nil

@@ -1270,3 +1270,47 @@ func TestDetectCutShortOneWording(t *testing.T) {
 		}
 	}
 }
+
+// mtlbench's own peer format keys its cases as the suite it mirrors does,
+// and the import keys them as a run of that suite keys them now: a value
+// at its default written in the key (tools/peers/hf_decode.py's batch=1,
+// prompt_len=128) is left out, as `run` leaves it, so the store, compare
+// and show name the peer's case as they name mtlbench's
+// (docs/suites.md, "A default written is a default left out").
+func TestMtlbenchFormatKeysAsASuite(t *testing.T) {
+	file := func(keys ...string) []byte {
+		var cases []string
+		for i, k := range keys {
+			cases = append(cases, fmt.Sprintf(`{"key": %q, "name": "d%d", "kind": "model", "params": {"model": "m", "dtype": "bf16"},`+
+				` "samples": [{"rep": 0, "metric": "decode_tok_s", "value": 10, "unit": "tok/s"}]}`, k, i))
+		}
+		return []byte(`{"format": "mtlbench-peer-run/1", "tool": "transformers", "suite_name": "decode", "backend": "cuda", "cases": [` +
+			strings.Join(cases, ", ") + `]}`)
+	}
+	for _, tc := range []struct {
+		name       string
+		keys, want []string
+	}{
+		{"defaults written", []string{"model/decode/batch=1/gen_len=64/prompt_len=128", "model/decode/batch=16/gen_len=64/prompt_len=128"},
+			[]string{"model/decode/gen_len=64", "model/decode/batch=16/gen_len=64"}},
+		{"none written", []string{"model/decode/gen_len=64"}, []string{"model/decode/gen_len=64"}},
+		// Two cases of one run are never pooled as one (suites.StoredKeys).
+		{"two that would be one", []string{"model/decode/batch=1/gen_len=64", "model/decode/gen_len=64"},
+			[]string{"model/decode/batch=1/gen_len=64", "model/decode/gen_len=64"}},
+		{"not a suite's key", []string{"custom/decode/batch=1"}, []string{"custom/decode/batch=1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs, err := Parse(FormatMtlbench, "f", file(tc.keys...), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range runs[0].Cases {
+				got = append(got, c.Key)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("keys %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

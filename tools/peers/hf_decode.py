@@ -8,7 +8,9 @@ cache, timing every decode step with CUDA synchronisation, as mtlbench's
 decode_tok_s counts them: decode tokens / decode time, prefill excluded.
 
 It writes a JSON peer run that mtlbench can import next to its own runs of
-the same suite (case keys match the suite's):
+the same suite (case keys name every parameter; the import keys them as
+mtlbench keys the suite's cases, a value at its default such as batch=1 left
+out, docs/peers.md):
 
   {"format": "mtlbench-peer-run/1", "kind": "peer", "tool": "transformers",
    "tool_version": "5.17.0", "suite_name": "cuda-qwen3-moe", "backend": "cuda",
