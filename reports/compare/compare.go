@@ -35,6 +35,7 @@ import (
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // DefaultAlpha is the significance level of a plain comparison, benchstat's.
@@ -145,7 +146,7 @@ func Compare(a, b *Side, o Options) *Comparison {
 			continue
 		}
 		reason := casesComparable(a.Label, b.Label, ca, cb, o.SameModel)
-		if d := paramDiff(ca.Params, cb.Params, setA, setB); d != "" {
+		if d := paramDiff(ca.Kind, ca.Params, cb.Params, setA, setB); d != "" {
 			c.Notes = append(c.Notes, table.Notef("%s: recorded parameters differ (%s): the change may come from them", ca.DisplayName(), d))
 		}
 		for _, m := range caseMetrics(ca, cb) {
@@ -379,7 +380,7 @@ var FoundParams = []string{"tune.iters", "tune.status", "tune.role", "tune.max_a
 // leaves out what differs only in how the same work was chosen (sameWork),
 // which the note's "the change may come from them" would misstate; the
 // data keeps each side's value.
-func paramDiff(a, b map[string]string, setA, setB map[string]bool) string {
+func paramDiff(kind string, a, b map[string]string, setA, setB map[string]bool) string {
 	value := func(m map[string]string, k string) string {
 		if v, ok := m[k]; ok {
 			return v
@@ -388,7 +389,7 @@ func paramDiff(a, b map[string]string, setA, setB map[string]bool) string {
 	}
 	var diffs []string
 	for _, k := range differingParams(a, b, setA, setB) {
-		if sameWork(k, a, b) {
+		if sameWork(k, a, b) || sameKey(kind, k, a, b) {
 			continue
 		}
 		diffs = append(diffs, fmt.Sprintf("%s %s vs %s", k, value(a, k), value(b, k)))
@@ -439,6 +440,32 @@ func sameWork(k string, a, b map[string]string) bool {
 		}
 	}
 	return agree > 0
+}
+
+// sameKey reports whether matched cases of kind that differ in suite
+// parameter k differ in no more than its key does (suites.Key): one side's
+// value at its default where the other left it out (a --set fusion=on, a
+// --set requests of the batch), or two spellings of one value
+// (range_ratio 0.0 and 0). Each side's value is keyed among a's other
+// parameters, which decide a default that hangs on them (requests on the
+// batch, a kernel's on its op).
+func sameKey(kind, k string, a, b map[string]string) bool {
+	if suites.ParamKinds(k) == nil {
+		return false // not a suite's parameter: what the runner recorded
+	}
+	key := func(m map[string]string) string {
+		vals := make(map[string]string, len(a))
+		for n, v := range a {
+			if n != k && suites.ParamKinds(n) != nil {
+				vals[n] = suites.KeyText(n, v)
+			}
+		}
+		if v, ok := m[k]; ok {
+			vals[k] = suites.KeyText(k, v)
+		}
+		return suites.Key(kind, "", vals)
+	}
+	return key(a) == key(b)
 }
 
 // differingParams are the parameters, sorted, in which two matched cases

@@ -300,7 +300,7 @@ func TestParamDiffLeavesOutFound(t *testing.T) {
 		{"setting", with("tune.strategy", "chunked"), "tune.strategy loop vs chunked"},
 		{"dtype", with("dtype", "bf16"), "dtype f32 vs bf16"},
 	} {
-		if got := paramDiff(tuneCase, c.b, nil, nil); got != c.want {
+		if got := paramDiff(results.CaseKernel, tuneCase, c.b, nil, nil); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -596,7 +596,7 @@ func TestParamDiffLeavesOutTheSameWork(t *testing.T) {
 			map[string]string{}, map[string]string{"moe_strategy": "grouped", "tuned.moe": "grouped (explicit)"}, nil, set,
 			"moe_strategy (default) vs grouped"},
 	} {
-		if got := paramDiff(c.a, c.b, c.setA, c.setB); got != c.want {
+		if got := paramDiff(results.CaseModel, c.a, c.b, c.setA, c.setB); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -648,5 +648,36 @@ func TestCompareNotesThreads(t *testing.T) {
 		{"none", pooled(Run{ID: 1}), pooled(Run{ID: 2}), ""},
 	} {
 		checkNote(t, tc.name, tc.a, tc.b, "different --threads", tc.want)
+	}
+}
+
+// The note on parameters that differ leaves out values that key alike
+// (suites.Key): a --set at the default the other side left out, and two
+// spellings of one value; another value stays in it (docs/suites.md, "A
+// default written is a default left out").
+func TestParamDiffLeavesOutDefaults(t *testing.T) {
+	fusion := map[string]bool{"fusion": true}
+	for _, c := range []struct {
+		name, kind string
+		a, b       map[string]string
+		setA, setB map[string]bool
+		want       string
+	}{
+		{"--set fusion=on, the default", results.CaseModel, map[string]string{"fusion": "on"}, map[string]string{}, fusion, nil, ""},
+		{"the same in the other order", results.CaseModel, map[string]string{}, map[string]string{"fusion": "on"}, nil, fusion, ""},
+		{"--set fusion=off", results.CaseModel, map[string]string{"fusion": "off"}, map[string]string{}, fusion, nil, "fusion off vs (default)"},
+		{"range_ratio 0.0 and 0", results.CaseModel, map[string]string{"range_ratio": "0.0"}, map[string]string{"range_ratio": "0"}, nil, nil, ""},
+		{"--set requests at the batch", results.CaseModel, map[string]string{"batch": "4", "requests": "4"}, map[string]string{"batch": "4"},
+			map[string]bool{"requests": true}, nil, ""},
+		{"--set requests past the batch", results.CaseModel, map[string]string{"batch": "4", "requests": "8"}, map[string]string{"batch": "4"},
+			map[string]bool{"requests": true}, nil, "requests 8 vs (default)"},
+		{"--set dtype=bf16 on matmul, its default", results.CaseKernel, map[string]string{"op": "matmul", "dtype": "bf16"}, map[string]string{"op": "matmul"},
+			map[string]bool{"dtype": true}, nil, ""},
+		{"--set dtype=f32 on matmul", results.CaseKernel, map[string]string{"op": "matmul", "dtype": "f32"}, map[string]string{"op": "matmul"},
+			map[string]bool{"dtype": true}, nil, "dtype f32 vs (default)"},
+	} {
+		if got := paramDiff(c.kind, c.a, c.b, c.setA, c.setB); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
 	}
 }
