@@ -356,7 +356,10 @@ func (db *DB) ExportRun(id int64) (*RunRecord, error) {
 // twice; the oldest when several are. Runs that share only their start
 // (peer results dated by their files, a sweep's runs begun in one second)
 // are two runs.
-func (db *DB) FindRun(rec *RunRecord) (int64, bool, error) {
+//
+// Cases are matched by their keys as keys reads them (FindRecord); nil
+// keys matches them as stored.
+func (db *DB) FindRun(rec *RunRecord, keys KeyReader) (int64, bool, error) {
 	ids, err := db.sameRuns(&rec.Run, "started_at", fmtTime(rec.Run.StartedAt))
 	if err != nil {
 		return 0, false, err
@@ -366,7 +369,7 @@ func (db *DB) FindRun(rec *RunRecord) (int64, bool, error) {
 		if err != nil {
 			return 0, false, err
 		}
-		if rec.within(got) || got.within(rec) {
+		if rec.within(got, keys) || got.within(rec, keys) {
 			return ids[i], true, nil
 		}
 	}
@@ -376,26 +379,26 @@ func (db *DB) FindRun(rec *RunRecord) (int64, bool, error) {
 // within reports whether every case of rec is one of other's and every
 // sample of rec is other's, of the same case, repetition and metric, with
 // the same value.
-func (rec *RunRecord) within(other *RunRecord) bool {
+func (rec *RunRecord) within(other *RunRecord, keys KeyReader) bool {
 	type at struct {
 		key, metric string
 		rep         int
 	}
 	have := map[at]float64{}
-	keys := map[string]bool{}
-	key := func(c Case) string { return cmp.Or(c.Key, CanonicalKey(c.Params)) } // an older export's cases may have none
-	for _, c := range other.Cases {
-		keys[key(c.Case)] = true
+	in := map[string]bool{}
+	otherKeys := other.caseKeys(keys)
+	for i, c := range other.Cases {
+		in[otherKeys[i]] = true
 		for _, s := range c.Samples {
-			have[at{key(c.Case), s.Metric, s.Rep}] = s.Value
+			have[at{otherKeys[i], s.Metric, s.Rep}] = s.Value
 		}
 	}
-	for _, c := range rec.Cases {
-		if !keys[key(c.Case)] {
+	for i, key := range rec.caseKeys(keys) {
+		if !in[key] {
 			return false
 		}
-		for _, s := range c.Samples {
-			if v, ok := have[at{key(c.Case), s.Metric, s.Rep}]; !ok || v != s.Value {
+		for _, s := range rec.Cases[i].Samples {
+			if v, ok := have[at{key, s.Metric, s.Rep}]; !ok || v != s.Value {
 				return false
 			}
 		}
@@ -455,6 +458,20 @@ func (db *DB) FindRecord(rec *RunRecord, keys KeyReader) (int64, bool, error) {
 	return 0, false, nil
 }
 
+// caseKeys are rec's case keys (of its parameters where a case of an
+// older export has none), as keys reads them where it is not nil.
+func (rec *RunRecord) caseKeys(keys KeyReader) []string {
+	ks := make([]string, len(rec.Cases))
+	ps := make([]map[string]string, len(rec.Cases))
+	for i, c := range rec.Cases {
+		ks[i], ps[i] = cmp.Or(c.Case.Key, CanonicalKey(c.Case.Params)), c.Case.Params
+	}
+	if keys != nil {
+		ks = keys(ks, ps)
+	}
+	return ks
+}
+
 // KeyReader reads one run's case keys as cases are keyed now, given each
 // case's stored key and recorded parameters (suites.RunKeys); the store
 // keeps the keys as they were written.
@@ -465,15 +482,8 @@ type KeyReader func(keys []string, params []map[string]string) []string
 // samples, in a fixed order.
 func (rec *RunRecord) content(keys KeyReader) string {
 	cases := slices.Clone(rec.Cases)
-	if keys != nil {
-		ks := make([]string, len(cases))
-		ps := make([]map[string]string, len(cases))
-		for i, c := range cases {
-			ks[i], ps[i] = c.Case.Key, c.Case.Params
-		}
-		for i, k := range keys(ks, ps) {
-			cases[i].Case.Key = k
-		}
+	for i, k := range rec.caseKeys(keys) {
+		cases[i].Case.Key = k
 	}
 	slices.SortFunc(cases, func(a, b CaseRecord) int { return strings.Compare(a.Case.Key, b.Case.Key) })
 	var b strings.Builder

@@ -199,7 +199,7 @@ func TestRecorderKeepsWhatALockedStoreRefused(t *testing.T) {
 	}
 	// Into the store it was refused by: the run there, further on.
 	rec = readRecovery(t, want)
-	same, ok, err := db.FindRun(rec)
+	same, ok, err := db.FindRun(rec, nil)
 	if err != nil || !ok || same != k.Run().ID {
 		t.Fatalf("FindRun: %d %v %v", same, ok, err)
 	}

@@ -203,7 +203,7 @@ func importCommand() *cli.Command {
 			err = storeBatch(c, db, func(db *results.DB) error {
 				for _, rec := range recs {
 					from := rec.Run.ID
-					if id, ok, err := db.FindRun(rec); err != nil {
+					if id, ok, err := db.FindRun(rec, suites.RunKeys); err != nil {
 						return err
 					} else if ok {
 						replaced, err := replaceIfFurther(db, id, rec)

@@ -1041,3 +1041,39 @@ func TestPeerImportAgainAfterKeysDroppedDefaults(t *testing.T) {
 		})
 	}
 }
+
+// A store that imported a peer result while a value at its default was
+// keyed with it (batch=1) already holds the run another store imported
+// from the same file since: importing that store's export skips it, as
+// the same run, not pooled twice (docs/suites.md, "A default written is a
+// default left out").
+func TestImportOfARunKeyedBeforeDefaultsWereLeftOut(t *testing.T) {
+	dir := t.TempDir()
+	old, now := filepath.Join(dir, "old.db"), filepath.Join(dir, "now.db")
+	p := filepath.Join(dir, "mlx.txt")
+	if err := os.WriteFile(p, []byte("Timing with prompt_tokens=128, generation_tokens=64, batch_size=1.\nTrial 1:  prompt_tps=500.000, generation_tps=40.000, peak_memory=1.000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []string{old, now} {
+		if _, stderr, err := mtl(t, "peer", "import", p, "--db", db); err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+	}
+	// As the earlier mtlbench stored it.
+	d, err := results.Open(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.SQL().Exec(`UPDATE cases SET case_key = 'model/bench/batch=1/gen_len=64/prompt_len=128' WHERE case_key = 'model/bench/gen_len=64'`)
+	if n, _ := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("rewriting the key: %v, %d rows", err, n)
+	}
+	d.Close()
+	export := filepath.Join(dir, "now.jsonl")
+	if _, stderr, err := mtl(t, "export", "--db", now, "-o", export); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if _, stderr, err := mtl(t, "import", export, "--db", old); err != nil || !strings.Contains(stderr, "0 runs imported, 1 already here") {
+		t.Errorf("the same run from another store: %v\n%s", err, stderr)
+	}
+}
