@@ -150,3 +150,32 @@ func keyDefaults(kind string, vals map[string]string) map[string]string {
 func sameKeyText(name, v, def string) bool {
 	return v == def || !strings.Contains(v, "%") && KeyText(name, v) == def
 }
+
+// Sets reports whether case c writes parameter name at a value other than
+// its default, one that its key keeps: a value written at its default is
+// as one left out (Key). Whatever reads a case's parameters as fixed by it
+// asks it (the fit hint), so that a default written and one left out are
+// one case to it as to the key (docs/suites.md, "A default written is a
+// default left out").
+func (c Case) Sets(name string) bool {
+	if _, ok := c.Params[name]; !ok {
+		return false
+	}
+	return !c.keyWith(name, "", false)
+}
+
+// keyWith reports whether c keys the same with name set to text (key text)
+// where set, left out where not.
+func (c Case) keyWith(name, text string, set bool) bool {
+	vals := make(map[string]string, len(c.Params)+1)
+	for k, v := range c.Params {
+		vals[k] = canon(k, v)
+	}
+	was := Key(c.Kind, c.Group, vals)
+	if set {
+		vals[name] = text
+	} else {
+		delete(vals, name)
+	}
+	return Key(c.Kind, c.Group, vals) == was
+}

@@ -157,3 +157,32 @@ func TestKeyOfPlainValues(t *testing.T) {
 		}
 	}
 }
+
+// Sets reads a case's parameters by the rule that keys it: a value written
+// at its default is as one left out, so a fit hint that lowers the batch
+// sees the two spellings of a case as the one case its key says they are.
+func TestSetsFollowsTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		kind, params, name string
+		sets               bool
+	}{
+		{"model", "batch: 4, requests: 4", ParamRequests, false},
+		{"model", "batch: 4, requests: 0x4", ParamRequests, false},
+		{"model", "batch: 4, requests: 8", ParamRequests, true},
+		{"model", "batch: 4", ParamRequests, false},
+		{"model", "batch: 4, max_seqs: 4", ParamMaxSeqs, false},
+		{"model", "batch: 2, requests: 8, max_seqs: 6", ParamMaxSeqs, true},
+		{"model", "batch: 1, gen_len: 4", ParamBatch, false},
+		{"model", "fusion: on, gen_len: 4", ParamFusion, false},
+		{"model", "fusion: off, gen_len: 4", ParamFusion, true},
+		{"model", "layers: 2, gen_len: 4", ParamLayers, true}, // the model's: no default a suite knows
+		{"kernel", "op: rms_norm, width: 64, tokens: 1", "tokens", false},
+		{"kernel", "op: rms_norm, width: 64, tokens: 16", "tokens", true},
+		{"kernel", "op: rms_norm, width: 64", "width", true},
+	} {
+		c := keyOf(t, tc.kind, tc.params)
+		if got := c.Sets(tc.name); got != tc.sets {
+			t.Errorf("%s {%s}: Sets(%s) = %v, want %v", tc.kind, tc.params, tc.name, got, tc.sets)
+		}
+	}
+}

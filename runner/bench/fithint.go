@@ -80,11 +80,13 @@ func fitHint(c suites.Case, mp suites.ModelParams, kv kvChoice, fits func(suites
 			*k.get(&m) = v
 			if k.key == suites.ParamBatch {
 				// The batch stands for the requests and the most run at
-				// once, unless the case sets them.
-				if _, ok := c.Params[suites.ParamRequests]; !ok {
+				// once, unless the case sets them apart from it: written
+				// equal to the batch they are its default, as in its key
+				// (docs/suites.md, "A default written is a default left out").
+				if !c.Sets(suites.ParamRequests) {
 					m.Requests = v
 				}
-				if _, ok := c.Params[suites.ParamMaxSeqs]; !ok {
+				if !c.Sets(suites.ParamMaxSeqs) {
 					m.MaxSeqs = v
 				}
 			}

@@ -99,3 +99,48 @@ func TestFitHintNamesLengths(t *testing.T) {
 		})
 	}
 }
+
+// A case that writes requests or max_seqs at their default, the batch, is
+// the case that leaves them out (suites.Key), so its memory refusal gives
+// the same hint: the hint held them at the old batch when it lowered the
+// batch, and so never named the batch (docs/suites.md, "A default written
+// is a default left out").
+func TestFitHintDefaultsWrittenAsLeftOut(t *testing.T) {
+	for _, tc := range []struct {
+		name, left, written string
+		limit               int64
+	}{
+		{"requests and max_seqs", "batch: 64, prompt_len: 512, gen_len: 1", "batch: 64, requests: 64, max_seqs: 64, prompt_len: 512, gen_len: 1", 256 << 20},
+		{"depth", "batch: 32, prompt_len: 16, gen_len: 1, depth: 4000", "batch: 32, requests: 32, max_seqs: 32, prompt_len: 16, gen_len: 1, depth: 4000", 160 << 20},
+		{"spelt otherwise", "batch: 64, prompt_len: 512, gen_len: 1", "batch: 64, requests: 0x40, max_seqs: 64, prompt_len: 512, gen_len: 1", 256 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hint := func(params string) string {
+				s := loadSuite(t, "name: x\nmodel: { preset: qwen3-moe-mini, layers: 1 }\ncases:\n  - name: c\n    params: { "+params+" }\n")
+				if s.Cases[0].Key != loadSuite(t, "name: x\nmodel: { preset: qwen3-moe-mini, layers: 1 }\ncases:\n  - name: c\n    params: { "+tc.left+" }\n").Cases[0].Key {
+					t.Fatalf("%s keys apart from %s", params, tc.left)
+				}
+				be := cpu.New(cpu.Options{})
+				models := map[modelKey]*loadedModel{}
+				defer func() {
+					for _, m := range models {
+						m.src.Close()
+					}
+				}()
+				_, err := modelCase(context.Background(), s, s.Cases[0], be, models, tc.limit, newSuiteChecks())
+				if err == nil || !strings.Contains(err.Error(), "(hint: ") {
+					t.Fatalf("%s: err = %v, want a memory refusal with a hint", params, err)
+				}
+				_, h, _ := strings.Cut(err.Error(), "(hint: ")
+				return h
+			}
+			left, written := hint(tc.left), hint(tc.written)
+			if !strings.Contains(left, "batch ") {
+				t.Fatalf("left out: hint %q names no batch", left)
+			}
+			if written != left {
+				t.Errorf("written at the batch: hint %q\nleft out: hint %q", written, left)
+			}
+		})
+	}
+}
