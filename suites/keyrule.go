@@ -151,6 +151,17 @@ func sameKeyText(name, v, def string) bool {
 	return v == def || !strings.Contains(v, "%") && KeyText(name, v) == def
 }
 
+// KeysAs reports whether case c keys the same (Key) with parameter name
+// written as value: whether it writes that value, or leaves name out or
+// writes it otherwise where value is name's default among its other values
+// (tokens 1 on a kernel op, requests equal to the batch). Whatever matches
+// cases by a parameter's value asks it (selftest --filter), so that a
+// default written and one left out are one case to it as to the key
+// (docs/suites.md, "A default written is a default left out").
+func (c Case) KeysAs(name, value string) bool {
+	return c.keyWith(name, KeyText(name, value), true)
+}
+
 // Sets reports whether case c writes parameter name at a value other than
 // its default, one that its key keeps: a value written at its default is
 // as one left out (Key). Whatever reads a case's parameters as fixed by it

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
 // keyOf is the key of the one case of a group written with params (a
@@ -183,6 +185,39 @@ func TestSetsFollowsTheKey(t *testing.T) {
 		c := keyOf(t, tc.kind, tc.params)
 		if got := c.Sets(tc.name); got != tc.sets {
 			t.Errorf("%s {%s}: Sets(%s) = %v, want %v", tc.kind, tc.params, tc.name, got, tc.sets)
+		}
+	}
+}
+
+// KeysAs matches a case by a parameter's value by the rule that keys it: a
+// default value matches the case that leaves the parameter out as the one
+// that writes it, so selftest --filter tokens=1 selects both.
+func TestKeysAsFollowsTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		kind, params, name, value string
+		want                      bool
+	}{
+		{"model", "batch: 4, requests: 4", ParamRequests, "4", true},
+		{"model", "batch: 4, requests: 0x4", ParamRequests, "4", true},
+		{"model", "batch: 4, requests: 8", ParamRequests, "4", false},
+		{"model", "batch: 4", ParamRequests, "4", true},
+		{"model", "batch: 4", ParamRequests, "0x4", true},
+		{"model", "batch: 4", ParamRequests, "8", false},
+		{"model", "batch: 2, requests: 8, max_seqs: 6", ParamMaxSeqs, "6", true},
+		{"model", "gen_len: 4", ParamBatch, "1", true},
+		{"model", "gen_len: 4", ParamFusion, "on", true},
+		{"model", "gen_len: 4", ParamFusion, "off", false},
+		{"model", "gen_len: 4", ParamLayers, "2", false}, // the model's: no default a suite knows
+		{"kernel", "op: rms_norm, width: 64", "tokens", "1", true},
+		{"kernel", "op: rms_norm, width: 64, tokens: 1", "tokens", "1", true},
+		{"kernel", "op: rms_norm, width: 64", "tokens", "16", false},
+		{"kernel", "op: rms_norm, width: 64", "width", "64", true},
+		{"kernel", "op: rms_norm, width: 64", "width", "96", false},
+		{"kernel", "op: moe, moe_chunk: 64", string(ops.MoEStrategyParam), "chunked", true},
+	} {
+		c := keyOf(t, tc.kind, tc.params)
+		if got := c.KeysAs(tc.name, tc.value); got != tc.want {
+			t.Errorf("%s {%s}: KeysAs(%s, %s) = %v, want %v", tc.kind, tc.params, tc.name, tc.value, got, tc.want)
 		}
 	}
 }

@@ -35,7 +35,7 @@ func selftestCommand() *cli.Command {
 			&cli.BoolFlag{Name: "failures", Usage: "list only the failing checks (or say there were none)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()},
 			&cli.BoolFlag{Name: "model-shapes", Usage: "add the checks at the shipped models' shapes (GPU fast paths; slow on the CPU)"},
-			&cli.StringFlag{Name: "filter", Usage: "run only the checks whose \"name op k=v ...\" contains one of these '|'-separated substrings"},
+			&cli.StringFlag{Name: "filter", Usage: "run only the checks whose \"name op k=v ...\" contains one of these '|'-separated substrings; a part that is one k=v also matches the checks keyed as it, those that leave k out where v is its default (dtype=bf16)"},
 			&cli.BoolFlag{Name: "timed", Usage: "time each check that passed, then check it again"},
 		},
 		Action: func(c *cli.Context) error {

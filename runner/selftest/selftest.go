@@ -169,7 +169,10 @@ func RunCases(be bridge.Backend, cases []suites.Case, o Options, progress func(d
 
 // matches reports whether "name op k=v ..." (params sorted by name, a
 // trailing space after each) contains one of filter's '|'-separated
-// substrings.
+// substrings, or whether one of them, a single k=v, is a value the case keys
+// as (suites.Case.KeysAs): a default, tokens=1, keeps the checks that leave
+// it out as those that write it (docs/suites.md, "A default written is a
+// default left out").
 func matches(c suites.Case, filter string) bool {
 	rec := c.Recorded()
 	names := make([]string, 0, len(rec))
@@ -183,6 +186,10 @@ func matches(c suites.Case, filter string) bool {
 	}
 	for _, f := range strings.Split(filter, "|") {
 		if f != "" && strings.Contains(s, f) {
+			return true
+		}
+		name, value, ok := strings.Cut(strings.TrimSpace(f), "=")
+		if ok && name != "" && value != "" && !strings.ContainsAny(name+value, " =") && c.KeysAs(name, value) {
 			return true
 		}
 	}

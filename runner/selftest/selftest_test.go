@@ -7,6 +7,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 func TestCPUPassesEveryCheck(t *testing.T) {
@@ -144,5 +145,57 @@ func TestBiasedMatMuls(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A --filter part that names one parameter's value keeps the checks that
+// key as it, so a default (tokens 1, dtype bf16) keeps the checks that
+// leave it out as those that write it: it kept only those that wrote it.
+// Other parts stay substrings of "name op k=v ...".
+func TestFilterMatchesDefaultsLeftOut(t *testing.T) {
+	s, err := suites.Parse("filter.yaml", []byte(`name: filter
+cases:
+  - name: left-out
+    op: embedding
+    params: { n: 100, width: 64 }
+  - name: written
+    op: embedding
+    params: { n: 100, width: 64, tokens: 1, dtype: bf16 }
+  - name: other
+    op: embedding
+    params: { n: 100, width: 96, tokens: 3, dtype: f32 }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Replace(s.Cases[0].Key, "/left-out/", "/written/", 1) != s.Cases[1].Key {
+		t.Fatalf("%s and %s key apart", s.Cases[0].Key, s.Cases[1].Key)
+	}
+	for _, tc := range []struct{ filter, want string }{
+		{"tokens=1", "left-out,written"},
+		{"tokens=1 ", "left-out,written"},
+		{" tokens=1 ", "left-out,written"},
+		{"tokens=0x1", "left-out,written"},
+		{"dtype=bf16 ", "left-out,written"},
+		{"tokens=3 ", "other"},
+		{"dtype=f32", "other"},
+		{"width=64 |tokens=3", "left-out,written,other"},
+		{"width=6", "left-out,written"}, // a substring, as before
+		{"written", "written"},
+		{"embedding dtype=bf16", "written"}, // more than one k=v: a substring only
+		{"tokens=2", ""},
+		{"layers=1", ""}, // no parameter of the op
+	} {
+		rs, err := RunCases(cpu.New(cpu.Options{}), s.Cases, Options{Filter: tc.filter}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rs {
+			got = append(got, r.Case)
+		}
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("--filter %q kept %v, want %s", tc.filter, got, tc.want)
+		}
 	}
 }
