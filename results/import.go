@@ -477,6 +477,19 @@ func (rec *RunRecord) caseKeys(keys KeyReader) []string {
 // keeps the keys as they were written.
 type KeyReader func(keys []string, params []map[string]string) []string
 
+// Rekey sets the keys of one run's cases as read reads them, so a run
+// stored before a keying rule changed names its cases as a new run does.
+func (read KeyReader) Rekey(cases []Case) {
+	keys := make([]string, len(cases))
+	params := make([]map[string]string, len(cases))
+	for i, c := range cases {
+		keys[i], params[i] = c.Key, c.Params
+	}
+	for i, k := range read(keys, params) {
+		cases[i].Key = k
+	}
+}
+
 // content is what a run measured, for telling two runs of one start apart:
 // its cases' keys (as keys reads them, where it is not nil) and their
 // samples, in a fixed order.

@@ -340,14 +340,7 @@ func loadRun(db *results.DB, side *Side, id int64) error {
 	// Keyed as cases are keyed now: a run stored before a keying rule
 	// changed pairs with new runs of its cases. A top_k is read against the
 	// vocabulary the run recorded; one that recorded none keeps it.
-	keys := make([]string, len(cases))
-	params := make([]map[string]string, len(cases))
-	for i, c := range cases {
-		keys[i], params[i] = c.Key, c.Params
-	}
-	for i, k := range suites.RunKeys(keys, params) {
-		cases[i].Key = k
-	}
+	results.KeyReader(suites.RunKeys).Rekey(cases)
 	for _, c := range cases {
 		side.Add(c, samples[c.ID])
 	}

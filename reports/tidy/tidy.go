@@ -94,14 +94,7 @@ func Load(db *results.DB, r *results.Run) (*Run, error) {
 	// Keyed as compare reads them (suites.RunKeys): a run stored before a
 	// keying rule changed names its cases, and benchfmt its benchmarks, as
 	// a new run of them does, so its rows join and benchstat pairs them.
-	keys := make([]string, len(cases))
-	params := make([]map[string]string, len(cases))
-	for i, c := range cases {
-		keys[i], params[i] = c.Key, c.Params
-	}
-	for i, k := range suites.RunKeys(keys, params) {
-		cases[i].Key = k
-	}
+	results.KeyReader(suites.RunKeys).Rekey(cases)
 	return &Run{Run: r, Cases: cases, Samples: samples}, nil
 }
 
