@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // A case refused for memory says which of its numbers, lowered alone, would
@@ -38,18 +39,7 @@ func TestFitHintNamesLengths(t *testing.T) {
 		{"weights past the limit", "batch: 1, prompt_len: 8, gen_len: 4", 30 << 20, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			suite := func(params string) error {
-				s := loadSuite(t, "name: x\nmodel: { preset: qwen3-moe-mini, layers: 1 }\ncases:\n  - name: c\n    params: { "+params+" }\n")
-				be := cpu.New(cpu.Options{})
-				models := map[modelKey]*loadedModel{}
-				defer func() {
-					for _, m := range models {
-						m.src.Close()
-					}
-				}()
-				_, err := modelCase(context.Background(), s, s.Cases[0], be, models, tc.limit, newSuiteChecks())
-				return err
-			}
+			suite := func(params string) error { return fitCase(t, hintSuite(t, params), tc.limit) }
 			refused := func(err error) bool { return err != nil && strings.Contains(err.Error(), "needs") }
 			err := suite(tc.params)
 			if !refused(err) {
@@ -116,18 +106,11 @@ func TestFitHintDefaultsWrittenAsLeftOut(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hint := func(params string) string {
-				s := loadSuite(t, "name: x\nmodel: { preset: qwen3-moe-mini, layers: 1 }\ncases:\n  - name: c\n    params: { "+params+" }\n")
-				if s.Cases[0].Key != loadSuite(t, "name: x\nmodel: { preset: qwen3-moe-mini, layers: 1 }\ncases:\n  - name: c\n    params: { "+tc.left+" }\n").Cases[0].Key {
+				s := hintSuite(t, params)
+				if s.Cases[0].Key != hintSuite(t, tc.left).Cases[0].Key {
 					t.Fatalf("%s keys apart from %s", params, tc.left)
 				}
-				be := cpu.New(cpu.Options{})
-				models := map[modelKey]*loadedModel{}
-				defer func() {
-					for _, m := range models {
-						m.src.Close()
-					}
-				}()
-				_, err := modelCase(context.Background(), s, s.Cases[0], be, models, tc.limit, newSuiteChecks())
+				err := fitCase(t, s, tc.limit)
 				if err == nil || !strings.Contains(err.Error(), "(hint: ") {
 					t.Fatalf("%s: err = %v, want a memory refusal with a hint", params, err)
 				}
@@ -143,4 +126,24 @@ func TestFitHintDefaultsWrittenAsLeftOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hintSuite is a one-case suite of a one-layer MoE preset with params.
+func hintSuite(t *testing.T, params string) *suites.Suite {
+	t.Helper()
+	return loadSuite(t, "name: x\nmodel: { preset: qwen3-moe-mini, layers: 1 }\ncases:\n  - name: c\n    params: { "+params+" }\n")
+}
+
+// fitCase runs s's first case on the cpu under a memory limit and returns
+// its error (a memory refusal names what would fit).
+func fitCase(t *testing.T, s *suites.Suite, limit int64) error {
+	t.Helper()
+	models := map[modelKey]*loadedModel{}
+	defer func() {
+		for _, m := range models {
+			m.src.Close()
+		}
+	}()
+	_, err := modelCase(context.Background(), s, s.Cases[0], cpu.New(cpu.Options{}), models, limit, newSuiteChecks())
+	return err
 }
